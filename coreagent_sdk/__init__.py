@@ -1,0 +1,116 @@
+"""coreagent-sdk: talk to fleets of core-agent daemons (attach mode: HTTP + SSE).
+
+The public surface is what this module exports; everything in `_private`
+modules may change. Exceptions live in `coreagent_sdk.errors`.
+"""
+
+from __future__ import annotations
+
+from ._builder import AgentBuilder, BuilderConfig, ModelDefaults, RuntimeSpec, SecretSource
+from ._call_peer import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_TIMEOUT,
+    DEFAULT_TOOL_NAME,
+    MAX_TIMEOUT,
+    AllowList,
+    CallPeer,
+    CallPeerEvent,
+    CallPeerResult,
+    Gate,
+)
+from ._client import AttachClient
+from ._clock import Clock, FakeClock, SystemClock
+from ._directory import Directory, DirectoryFunc, HubDirectory, Peer, StaticDirectory
+from ._endpoint import endpoint_problem
+from ._registration import PeerRegistration, RegistrationEvent
+from ._runtime_cache import (
+    DEFAULT_MAX_INSTANCES,
+    AgentConfig,
+    Builder,
+    CacheEvent,
+    CacheStats,
+    ConfigLoader,
+    RuntimeCache,
+)
+from ._sse import MAX_LINE_BYTES
+from ._transport import ASGITransport, RoutingTransport
+from ._wire import (
+    PROTOCOL_VERSION,
+    AgentEvent,
+    AgentFrame,
+    Capabilities,
+    Frame,
+    Inbox,
+    InjectResult,
+    Pause,
+    PeerRecord,
+    SessionCreated,
+    SessionInfo,
+    StatusUpdate,
+    TurnComplete,
+    TurnError,
+    UsageUpdate,
+    Wake,
+    WhoAmI,
+)
+from .jupyter import run_sync
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ASGITransport",
+    "AgentBuilder",
+    "AgentConfig",
+    "AgentEvent",
+    "AgentFrame",
+    "AllowList",
+    "AttachClient",
+    "Builder",
+    "BuilderConfig",
+    "CacheEvent",
+    "CacheStats",
+    "CallPeer",
+    "CallPeerEvent",
+    "CallPeerResult",
+    "Capabilities",
+    "Clock",
+    "ConfigLoader",
+    "DEFAULT_MAX_INSTANCES",
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "DEFAULT_TIMEOUT",
+    "DEFAULT_TOOL_NAME",
+    "Directory",
+    "DirectoryFunc",
+    "FakeClock",
+    "Frame",
+    "Gate",
+    "HubDirectory",
+    "Inbox",
+    "InjectResult",
+    "MAX_LINE_BYTES",
+    "MAX_TIMEOUT",
+    "ModelDefaults",
+    "PROTOCOL_VERSION",
+    "Pause",
+    "Peer",
+    "PeerRecord",
+    "PeerRegistration",
+    "RegistrationEvent",
+    "RoutingTransport",
+    "RuntimeCache",
+    "RuntimeSpec",
+    "SecretSource",
+    "SessionCreated",
+    "SessionInfo",
+    "StaticDirectory",
+    "StatusUpdate",
+    "SystemClock",
+    "TurnComplete",
+    "TurnError",
+    "UsageUpdate",
+    "Wake",
+    "WhoAmI",
+    "__version__",
+    "endpoint_problem",
+    "run_sync",
+]

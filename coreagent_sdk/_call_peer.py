@@ -1,0 +1,541 @@
+"""`CallPeer`: named delegation to a peer agent, bounded in time and size.
+
+Properties held by construction, and why each matters:
+
+- The arguments are a peer *name* and a prompt. There is no URL, header,
+  token or timeout argument, so a model cannot point the tool at an address
+  of its choosing or lift its own bounds. A URL-shaped name is just a name.
+- The name is resolved through the directory on every call: a peer whose
+  lease lapsed is gone on the next call, not after a cache expires.
+- The endpoint is checked (absolute http or https, with a host) before it is
+  dialed, even though the hub checked it at registration.
+- The gate runs before the token is read and before any network call: a
+  refused call leaves no trace on the network.
+- The credential comes from an environment variable read at call time. It
+  is not in the schema, the result, reprs, errors, logs or events.
+- Subscribe before inject: a fast peer's turn starts the moment the message
+  lands, and a stream opened afterwards would miss it.
+- One wall-clock deadline covers the whole call (a call that can outlive a
+  liveness probe is a wedged parent), and a byte cap stops reading at once.
+  A call that times out or loses its stream fails: a partial answer that
+  looks complete is worse than an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import inspect
+import json
+import logging
+import re
+import sys
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from typing import Any, TypeVar
+
+import attrs
+import httpx
+
+from ._client import MULTI_SESSION_HINT, AttachClient
+from ._directory import Directory, HubDirectory, Peer, read_token
+from ._endpoint import endpoint_problem
+from ._http import LoopBoundClient
+from ._wire import AgentFrame, Frame, TurnComplete, TurnError
+from .errors import (
+    APIStatusError,
+    AuthenticationError,
+    CallPeerError,
+    CoreAgentError,
+    DirectoryError,
+    InvalidArgumentError,
+    InvalidEndpointError,
+    NotImplementedByServerError,
+    PeerRequestError,
+    PeerTimeoutError,
+    PeerTurnError,
+    PermissionDeniedError,
+    StreamEndedError,
+    UnknownPeerError,
+)
+from .jupyter import run_sync
+
+__all__ = [
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "DEFAULT_TIMEOUT",
+    "DEFAULT_TOOL_NAME",
+    "MAX_TIMEOUT",
+    "AllowList",
+    "CallPeer",
+    "CallPeerEvent",
+    "CallPeerResult",
+    "Gate",
+]
+
+DEFAULT_TOOL_NAME = "call_peer"
+DEFAULT_TIMEOUT = 120.0
+MAX_TIMEOUT = 900.0
+DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what OpenAI and Anthropic both accept
+_SEPARATOR = "\n\n"
+
+Gate = Callable[[str, str], "Awaitable[None] | None"]
+T = TypeVar("T")
+
+_log = logging.getLogger("coreagent_sdk.call_peer")
+
+
+def _q(value: str) -> str:
+    # Go's %q, which the daemon's own messages use: "x" with escapes.
+    return json.dumps(value, ensure_ascii=False)
+
+
+if sys.version_info >= (3, 11):
+
+    async def _within(seconds: float, coro: Coroutine[Any, Any, T]) -> T:
+        async with asyncio.timeout(seconds):
+            return await coro
+
+else:  # pragma: no cover - exercised on Python 3.10 only
+
+    async def _within(seconds: float, coro: Coroutine[Any, Any, T]) -> T:
+        return await asyncio.wait_for(coro, seconds)
+
+
+@attrs.frozen
+class CallPeerResult:
+    """A peer's answer. `truncated` says the byte cap cut it; the rest is in `session_id`."""
+
+    peer: str
+    session_id: str
+    response: str
+    duration_ms: int
+    truncated: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire JSON a tool returns to the model (`truncated` only when true)."""
+        out: dict[str, Any] = {
+            "peer": self.peer,
+            "session_id": self.session_id,
+            "response": self.response,
+            "duration_ms": self.duration_ms,
+        }
+        if self.truncated:
+            out["truncated"] = True
+        return out
+
+
+@attrs.frozen
+class CallPeerEvent:
+    """What `on_event` receives: kind is started, session_opened, truncated, finished or failed."""
+
+    kind: str
+    tool: str
+    peer: str
+    session_id: str = ""
+    duration_ms: int | None = None
+    error: str | None = None
+
+
+class AllowList:
+    """A gate allowing `<tool name>:<peer name>` keys that match any glob pattern."""
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        self.patterns = tuple(patterns)
+
+    def __repr__(self) -> str:
+        return f"AllowList({list(self.patterns)!r})"
+
+    def allows(self, tool_name: str, peer_name: str) -> bool:
+        key = f"{tool_name}:{peer_name}"
+        return any(fnmatch.fnmatchcase(key, p) for p in self.patterns)
+
+    def __call__(self, tool_name: str, peer_name: str) -> None:
+        if not self.allows(tool_name, peer_name):
+            raise PermissionDeniedError(
+                f"{tool_name}: calling peer {_q(peer_name)} is not allowed (allow list: "
+                f"{', '.join(self.patterns) or 'empty'}); add a pattern such as "
+                f"'{tool_name}:{peer_name}' to allow it"
+            )
+
+
+class _Call:
+    """What one call knows so far, for errors and events."""
+
+    __slots__ = ("peer", "session_id", "started")
+
+    def __init__(self, peer: str) -> None:
+        self.peer = peer
+        self.session_id = ""
+        self.started = time.perf_counter()
+
+    def elapsed_ms(self) -> int:
+        return int((time.perf_counter() - self.started) * 1000)
+
+
+class CallPeer:
+    """The `call_peer` tool: ask a peer, by name, to do work; get its answer back.
+
+    ``directory`` resolves names (asked on every call); ``transport`` reaches
+    the peers (None: the real network); ``token_env`` names the environment
+    variable holding the bearer token (read per call from ``environ``, default
+    `os.environ`); ``timeout`` bounds each whole call (0 < timeout <= 900 s);
+    ``max_response_bytes`` caps the answer (UTF-8 bytes). ``gate(tool, peer)``
+    may raise `PermissionDeniedError`; ``on_event`` observes calls.
+    """
+
+    def __init__(
+        self,
+        directory: Directory,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        token_env: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        name: str = DEFAULT_TOOL_NAME,
+        description: str | None = None,
+        gate: Gate | None = None,
+        environ: Mapping[str, str] | None = None,
+        on_event: Callable[[CallPeerEvent], None] | None = None,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not (0 < timeout <= MAX_TIMEOUT)
+        ):
+            raise ValueError(
+                f"call_peer: timeout must be a number of seconds in (0, {MAX_TIMEOUT:g}], "
+                f"got {timeout!r}; the default is {DEFAULT_TIMEOUT:g}"
+            )
+        if (
+            isinstance(max_response_bytes, bool)
+            or not isinstance(max_response_bytes, int)
+            or (max_response_bytes <= 0)
+        ):
+            raise ValueError(
+                "call_peer: max_response_bytes must be a positive int, "
+                f"got {max_response_bytes!r}; "
+                f"the default is {DEFAULT_MAX_RESPONSE_BYTES}"
+            )
+        if not isinstance(name, str) or not _TOOL_NAME.match(name):
+            raise ValueError(
+                f"call_peer: tool name {name!r} is not usable by function-calling APIs; "
+                "use 1-64 letters, digits, '_' or '-' (the default is 'call_peer')"
+            )
+        if token_env is not None and (not isinstance(token_env, str) or not token_env.strip()):
+            raise ValueError(
+                f"call_peer: token_env must name an environment variable, got {token_env!r}"
+            )
+        self.directory = directory
+        self.token_env = token_env
+        self.timeout = float(timeout)
+        self.max_response_bytes = max_response_bytes
+        self.name = name
+        self.gate = gate
+        self._description = description
+        self._environ = environ
+        self._on_event = on_event
+        self._log = logger if logger is not None else _log
+        self._http = LoopBoundClient(transport)
+
+    def __repr__(self) -> str:
+        return (
+            f"CallPeer(name={self.name!r}, directory={self.directory!r}, "
+            f"token_env={self.token_env!r}, timeout={self.timeout:g}, "
+            f"max_response_bytes={self.max_response_bytes})"
+        )
+
+    # ------------------------------------------------------------ tool surface
+
+    @property
+    def description(self) -> str:
+        """What the model reads about the tool."""
+        if self._description is not None:
+            return self._description
+        return (
+            "Ask another agent in the fleet (a peer) to do a task, by the peer's name. "
+            "The peer works in a fresh session of its own, so make the prompt "
+            "self-contained. Its answer comes back as text, cut at "
+            f"{self.max_response_bytes} bytes (then marked truncated), within "
+            f"{self.timeout:g} seconds. To find out which peers exist, call this "
+            "tool with an empty peer name: the error lists the registered peers."
+        )
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """JSON schema of the arguments: `peer` and `prompt`, both required strings."""
+        return {
+            "type": "object",
+            "properties": {
+                "peer": {
+                    "type": "string",
+                    "description": "Name of the peer agent to ask (a name, not a URL). "
+                    "Empty lists the registered peers.",
+                },
+                "prompt": {
+                    "type": "string",
+                    "description": "The task for the peer, complete in itself.",
+                },
+            },
+            "required": ["peer", "prompt"],
+            "additionalProperties": False,
+        }
+
+    def openai_tool(self) -> dict[str, Any]:
+        """The tool definition in OpenAI's function-calling format."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.schema,
+            },
+        }
+
+    def anthropic_tool(self) -> dict[str, Any]:
+        """The tool definition in Anthropic's tool-use format."""
+        return {"name": self.name, "description": self.description, "input_schema": self.schema}
+
+    # ------------------------------------------------------------------ calling
+
+    def __call__(self, peer: str, prompt: str) -> CallPeerResult:
+        """Synchronous `acall`; inside a running loop (Jupyter) it runs on that loop."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self._acall_and_release(peer, prompt))
+        return run_sync(self.acall(peer=peer, prompt=prompt))
+
+    async def _acall_and_release(self, peer: str, prompt: str) -> CallPeerResult:
+        # A loop made for one call dies with it: release its connections first.
+        try:
+            return await self.acall(peer=peer, prompt=prompt)
+        finally:
+            await self.aclose()
+            if isinstance(self.directory, HubDirectory):
+                await self.directory.aclose()
+
+    async def aclose(self) -> None:
+        """Release pooled connections; the tool stays usable."""
+        await self._http.aclose()
+
+    async def __aenter__(self) -> CallPeer:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def acall(self, peer: str, prompt: str) -> CallPeerResult:
+        """Ask `peer` to answer `prompt`; see the class and module docs for the rules."""
+        call = _Call(peer if isinstance(peer, str) else "")
+        self._emit("started", call)
+        try:
+            if not isinstance(peer, str):
+                raise InvalidArgumentError(
+                    f"{self.name}: peer must be a peer name (a string), got {type(peer).__name__}"
+                )
+            if not isinstance(prompt, str) or not prompt.strip():
+                raise InvalidArgumentError(
+                    f"{self.name}: prompt is empty; say what peer {_q(peer)} should do"
+                )
+            if peer.strip():
+                await self._check_gate(peer)
+            token = read_token(self.token_env, self._environ, self.name)
+            try:
+                result = await _within(self.timeout, self._resolve_and_ask(call, prompt, token))
+            except asyncio.TimeoutError:
+                where = f" (session {call.session_id})" if call.session_id else ""
+                raise PeerTimeoutError(
+                    f"{self.name}: peer {_q(peer)} did not finish within "
+                    f"{self.timeout:g} s{where}; "
+                    "no partial answer is returned. Ask for less, or raise timeout= "
+                    f"(at most {MAX_TIMEOUT:g})"
+                ) from None
+        except CallPeerError as exc:
+            self._emit("failed", call, error=str(exc))
+            self._log.info("%s: call to %r failed: %s", self.name, call.peer, exc)
+            raise
+        if result.truncated:
+            self._emit("truncated", call)
+        self._emit("finished", call)
+        self._log.info(
+            "%s: peer %r answered in %d ms (session %s, %d chars%s)",
+            self.name,
+            result.peer,
+            result.duration_ms,
+            result.session_id,
+            len(result.response),
+            ", truncated" if result.truncated else "",
+        )
+        return result
+
+    async def _check_gate(self, peer: str) -> None:
+        if self.gate is None:
+            return
+        verdict = self.gate(self.name, peer)
+        if inspect.isawaitable(verdict):
+            await verdict
+
+    async def _allowed(self, peer: str) -> bool:
+        try:
+            await self._check_gate(peer)
+        except PermissionDeniedError:
+            return False
+        return True
+
+    async def _resolve_and_ask(self, call: _Call, prompt: str, token: str | None) -> CallPeerResult:
+        target = await self._resolve(call.peer)
+        return await self._ask(call, target, prompt, token)
+
+    async def _resolve(self, name: str) -> Peer:
+        try:
+            roster = await self.directory.peers()
+        except CallPeerError:
+            raise
+        except Exception as exc:
+            raise DirectoryError(
+                f"{self.name}: the directory could not list peers ({exc!r}); "
+                "check the hub URL and that the hub is up"
+            ) from exc
+        if not roster:
+            raise UnknownPeerError(f"{self.name}: no peers are registered with this hub right now")
+        if not name.strip():
+            names = sorted({p.name for p in roster})
+            shown = [n for n in names if await self._allowed(n)] if self.gate else names
+            raise UnknownPeerError(
+                f"{self.name}: peer is required (registered: {', '.join(shown) or 'none allowed'})"
+            )
+        for candidate in roster:
+            if candidate.name == name:
+                break
+        else:
+            names = sorted({p.name for p in roster})
+            raise UnknownPeerError(
+                f"{self.name}: unknown peer {_q(name)} (registered: {', '.join(names)})"
+            )
+        if not candidate.endpoint:
+            raise InvalidEndpointError(
+                f"{self.name}: peer {_q(name)} has no endpoint; re-register it with an "
+                "absolute http(s) URL"
+            )
+        problem = endpoint_problem(candidate.endpoint)
+        if problem is not None:
+            raise InvalidEndpointError(
+                f"{self.name}: peer {_q(name)} has endpoint {candidate.endpoint!r}, which is "
+                f"refused: {problem}; re-register the peer with an absolute http(s) URL with a host"
+            )
+        return candidate
+
+    def _request_error(self, call: _Call, exc: CoreAgentError, step: str) -> PeerRequestError:
+        who = f"{self.name}: peer {_q(call.peer)}"
+        if isinstance(exc, NotImplementedByServerError) and step == "POST /sessions":
+            return PeerRequestError(
+                f"{who} cannot open a session (501): {MULTI_SESSION_HINT}", status_code=501
+            )
+        if isinstance(exc, AuthenticationError):
+            fix = (
+                f"set ${self.token_env} to a token the peer accepts"
+                if self.token_env
+                else "the peer requires a token: pass token_env='VAR' and export VAR"
+            )
+            return PeerRequestError(
+                f"{who} refused the credential on {step} (401); {fix}", status_code=401
+            )
+        if isinstance(exc, APIStatusError):
+            return PeerRequestError(f"{who} failed {step}: {exc}", status_code=exc.status_code)
+        return PeerRequestError(f"{who} could not be reached on {step}: {exc}")
+
+    async def _ask(
+        self, call: _Call, target: Peer, prompt: str, token: str | None
+    ) -> CallPeerResult:
+        client = AttachClient(target.endpoint, http_client=self._http.get(), token=token)
+        step = "POST /sessions"
+        try:
+            session = await client.new_session()
+            call.session_id = session.session_id
+            self._emit("session_opened", call)
+            step = "GET events"
+            async with client.events(session) as frames:
+                step = "POST inject"
+                await client.inject(session, prompt)
+                step = "the event stream"
+                text, truncated = await self._read(call, frames)
+        except CallPeerError:
+            raise
+        except CoreAgentError as exc:
+            raise self._request_error(call, exc, step) from exc
+        return CallPeerResult(
+            peer=target.name,
+            session_id=call.session_id,
+            response=text,
+            duration_ms=call.elapsed_ms(),
+            truncated=truncated,
+        )
+
+    async def _read(self, call: _Call, frames: Any) -> tuple[str, bool]:
+        """Collect the turn's text by protocol.md's rules; (text, truncated)."""
+        cap = self.max_response_bytes
+        pieces: list[str] = []
+        size = 0  # UTF-8 bytes of SEPARATOR.join(pieces)
+        frame: Frame
+        async for frame in frames:
+            kind = type(frame)
+            if kind is AgentFrame:
+                event = frame.event  # type: ignore[union-attr]
+                if event.partial:
+                    continue
+                text = event.text
+                by_model = event.author not in ("", "user")
+                if text and by_model:
+                    if not pieces:
+                        text = text.lstrip()
+                    grown = size + len(text.encode()) + (2 if pieces else 0)
+                    if grown > cap:
+                        whole = _SEPARATOR.join([*pieces, text]).encode()
+                        # Cutting bytes can split a character: drop the broken tail.
+                        cut = whole[:cap].decode("utf-8", "ignore")
+                        return cut.rstrip(), True
+                    pieces.append(text)
+                    size = grown
+                if event.turn_complete or (text and by_model and not event.has_function):
+                    break
+            elif kind is TurnComplete:
+                break
+            elif kind is TurnError:
+                err: TurnError = frame  # type: ignore[assignment]
+                raise PeerTurnError(
+                    f"{self.name}: peer {_q(call.peer)} failed its turn ({err.kind}"
+                    f"{', retryable' if err.retryable else ''}): {err.message}"
+                    f"{'; ' + err.hint if err.hint else ''} (session {call.session_id})",
+                    kind=err.kind,
+                    peer_message=err.message,
+                    retryable=err.retryable,
+                    code=err.code,
+                    hint=err.hint,
+                    session_id=call.session_id,
+                )
+        else:
+            raise StreamEndedError(
+                f"{self.name}: peer {_q(call.peer)} closed its event stream before the turn "
+                f"ended (session {call.session_id}); no partial answer is returned. "
+                "Retry, or read the session on the peer"
+            )
+        return _SEPARATOR.join(pieces).strip(), False
+
+    def _emit(self, kind: str, call: _Call, error: str | None = None) -> None:
+        if self._on_event is None:
+            return
+        event = CallPeerEvent(
+            kind=kind,
+            tool=self.name,
+            peer=call.peer,
+            session_id=call.session_id,
+            duration_ms=call.elapsed_ms() if kind in ("finished", "failed", "truncated") else None,
+            error=error,
+        )
+        try:
+            self._on_event(event)
+        except Exception:
+            self._log.warning("%s: on_event hook raised on %s", self.name, kind, exc_info=True)

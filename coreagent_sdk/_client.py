@@ -1,0 +1,279 @@
+"""`AttachClient`: one daemon's attach-mode API (sessions, inject, events, peers)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ._endpoint import checked_base_url, endpoint_problem
+from ._http import make_http_client, read_json, status_error, transport_failure
+from ._sse import MAX_LINE_BYTES, iter_frames
+from ._wire import (
+    PROTOCOL_VERSION,
+    Frame,
+    InjectResult,
+    PeerList,
+    PeerRecord,
+    SessionCreated,
+    SessionInfo,
+    SessionList,
+    WhoAmI,
+)
+from .errors import ProtocolError
+
+__all__ = ["AttachClient", "MULTI_SESSION_HINT"]
+
+MULTI_SESSION_HINT = (
+    "the daemon runs without a session factory: start it with attach.multi_session.enabled: true"
+)
+_VERSION_HEADER = "X-Attach-Protocol-Version"
+_JSON = "application/json"
+# An event stream may sit idle between turns for as long as it likes; the
+# caller's own deadline bounds it, not a read timeout.
+_STREAM_TIMEOUT = httpx.Timeout(30.0, read=None)
+
+
+def _session_path(path: str | SessionCreated) -> str:
+    if isinstance(path, SessionCreated):
+        return path.path
+    # The path is appended to the base URL: it must not be able to change the
+    # host (`@evil`, `//evil`) or smuggle a query.
+    if (
+        not isinstance(path, str)
+        or not path.startswith("/sessions/")
+        or "//" in path
+        or any(c in path for c in "?#@\\")
+        or any(c.isspace() for c in path)
+    ):
+        raise ValueError(
+            f"attach: session path must look like '/sessions/<app>/<id>' or '/sessions/<id>', "
+            f"got {path!r}; pass the SessionCreated from new_session() or its .path"
+        )
+    return path.rstrip("/")
+
+
+def _major(version: str) -> str:
+    return version.split(".", 1)[0]
+
+
+class AttachClient:
+    """A client for one daemon's attach API.
+
+    ``transport`` is any `httpx.AsyncBaseTransport` (None: the real network);
+    ``http_client`` shares an existing `httpx.AsyncClient` instead (it is then
+    not closed by `aclose()`). The token is sent as `Authorization: Bearer`
+    and never shown in reprs or errors.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        token: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        max_line_bytes: int = MAX_LINE_BYTES,
+    ) -> None:
+        self.base_url = checked_base_url(base_url, "attach")
+        self._token = token or None
+        self._owns_http = http_client is None
+        self._http = http_client if http_client is not None else make_http_client(transport)
+        self._max_line_bytes = max_line_bytes
+        read: dict[str, str] = {}
+        if self._token:
+            read["Authorization"] = f"Bearer {self._token}"
+        self._read_headers = read
+        self._write_headers = {**read, "Content-Type": _JSON}
+
+    def __repr__(self) -> str:
+        token = "set" if self._token else "none"
+        return f"AttachClient({self.base_url!r}, token={token})"
+
+    async def __aenter__(self) -> AttachClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the underlying HTTP client if this object made it."""
+        if self._owns_http:
+            await self._http.aclose()
+
+    # ----------------------------------------------------------------- plumbing
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Mapping[str, Any] | None = None,
+        params: list[tuple[str, str | int | float | bool | None]] | None = None,
+        hint_by_status: Mapping[int, str] | None = None,
+    ) -> httpx.Response:
+        write = method not in ("GET", "HEAD", "OPTIONS")
+        request = self._http.build_request(
+            method,
+            self.base_url + path,
+            # Writes always declare JSON, even with no body: the daemon answers 415 otherwise.
+            content=json.dumps(body).encode() if body is not None else (b"" if write else None),
+            headers=self._write_headers if write else self._read_headers,
+            params=params,
+        )
+        try:
+            response = await self._http.send(request, stream=True)
+        except httpx.TransportError as exc:
+            raise transport_failure(exc, self.base_url, "attach") from exc
+        if response.status_code >= 300:
+            try:
+                hint = (hint_by_status or {}).get(response.status_code, "")
+                if response.status_code == 401 and not hint:
+                    hint = "pass a token the daemon accepts (token=...)"
+                raise await status_error(response, self._token, "attach", hint)
+            finally:
+                await response.aclose()
+        return response
+
+    async def _json(self, method: str, path: str, what: str, **kwargs: Any) -> Any:
+        response = await self._send(method, path, **kwargs)
+        try:
+            if response.status_code == 204:
+                return None
+            return await read_json(response, what)
+        finally:
+            await response.aclose()
+
+    # ----------------------------------------------------------------- sessions
+
+    async def new_session(self) -> SessionCreated:
+        """`POST /sessions`: a fresh session on this daemon."""
+        data = await self._json(
+            "POST", "/sessions", "new session", hint_by_status={501: MULTI_SESSION_HINT}
+        )
+        return SessionCreated.from_dict(data)
+
+    async def list_sessions(self) -> tuple[SessionInfo, ...]:
+        """`GET /sessions`."""
+        return SessionList.from_dict(await self._json("GET", "/sessions", "sessions")).sessions
+
+    async def inject(
+        self, path: str | SessionCreated, message: str, wake: bool | None = None
+    ) -> InjectResult:
+        """`POST {path}/inject`: queue a prompt on the session."""
+        body: dict[str, Any] = {"message": message}
+        if wake is not None:
+            body["wake"] = wake
+        data = await self._json("POST", _session_path(path) + "/inject", "inject", body=body)
+        return InjectResult.from_dict(data)
+
+    @asynccontextmanager
+    async def events(
+        self, path: str | SessionCreated, since: int | None = None
+    ) -> AsyncIterator[AsyncIterator[Frame]]:
+        """Open `GET {path}/events`; yields an async iterator of typed frames.
+
+        The stream is open (the daemon has answered 200) when the block is
+        entered, so a caller can subscribe first and inject second, which is
+        the only order that never misses a fast turn. ``since`` replays the
+        session's recorded events after that sequence number. Leaving the
+        block closes the stream.
+        """
+        request = self._http.build_request(
+            "GET",
+            self.base_url + _session_path(path) + "/events",
+            headers={
+                **self._read_headers,
+                "Accept": "text/event-stream",
+                _VERSION_HEADER: PROTOCOL_VERSION,
+            },
+            params=[("since", str(since))] if since is not None else None,
+            timeout=_STREAM_TIMEOUT,
+        )
+        try:
+            response = await self._http.send(request, stream=True)
+        except httpx.TransportError as exc:
+            raise transport_failure(exc, self.base_url, "attach") from exc
+        try:
+            if response.status_code >= 300:
+                raise await status_error(response, self._token, "attach")
+            theirs = response.headers.get(_VERSION_HEADER)
+            if theirs and _major(theirs) != _major(PROTOCOL_VERSION):
+                raise ProtocolError(
+                    f"attach: {self.base_url} speaks protocol {theirs}, this SDK speaks "
+                    f"{PROTOCOL_VERSION}; use an SDK release for major version {_major(theirs)}"
+                )
+            frames = iter_frames(response, max_line_bytes=self._max_line_bytes)
+            try:
+                yield frames
+            finally:
+                await frames.aclose()  # type: ignore[attr-defined]
+        finally:
+            await response.aclose()
+
+    # -------------------------------------------------------------------- peers
+
+    async def list_peers(self, labels: Mapping[str, str] | None = None) -> tuple[PeerRecord, ...]:
+        """`GET /peers` on a hub, filtered by labels (every pair must match)."""
+        params: list[tuple[str, str | int | float | bool | None]] = [
+            ("label", f"{k}={v}") for k, v in sorted((labels or {}).items())
+        ]
+        data = await self._json(
+            "GET",
+            "/peers",
+            "peer list",
+            params=params or None,
+            hint_by_status={404: "this daemon keeps no peer registry; point at the fleet's hub"},
+        )
+        return PeerList.from_dict(data).peers
+
+    async def register_peer(
+        self,
+        name: str,
+        endpoint: str,
+        labels: Mapping[str, str] | None = None,
+        ttl: float | None = None,
+    ) -> PeerRecord:
+        """`POST /peers`: register (or replace) `name` at `endpoint` with a lease."""
+        problem = endpoint_problem(endpoint)
+        if problem is not None:
+            raise ValueError(
+                f"attach: endpoint {endpoint!r} for peer {name!r} is refused: {problem}; "
+                "register an absolute http(s) URL with a host"
+            )
+        body: dict[str, Any] = {"name": name, "endpoint": endpoint}
+        if labels:
+            body["labels"] = dict(labels)
+        if ttl is not None:
+            body["heartbeat_ttl_sec"] = int(ttl)
+        return PeerRecord.from_dict(await self._json("POST", "/peers", "register", body=body))
+
+    async def heartbeat(self, registration_id: str) -> PeerRecord:
+        """`POST /peers/{id}/heartbeat`: extend the lease (404: register again)."""
+        path = f"/peers/{quote(registration_id, safe='')}/heartbeat"
+        return PeerRecord.from_dict(
+            await self._json(
+                "POST",
+                path,
+                "heartbeat",
+                hint_by_status={404: "the hub no longer knows this registration: register again"},
+            )
+        )
+
+    async def deregister(self, registration_id: str) -> None:
+        """`DELETE /peers/{id}`; idempotent on the hub's side."""
+        await self._json("DELETE", f"/peers/{quote(registration_id, safe='')}", "deregister")
+
+    async def whoami(self) -> WhoAmI:
+        """`GET /whoami`: the identity the daemon sees for this token."""
+        return WhoAmI.from_dict(await self._json("GET", "/whoami", "whoami"))

@@ -1,0 +1,128 @@
+"""Directories: where `CallPeer` looks a peer's name up, on every call."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Protocol, Union, runtime_checkable
+
+import attrs
+import httpx
+
+from ._client import AttachClient
+from ._endpoint import checked_base_url
+from ._http import LoopBoundClient
+from ._wire import labels_dict
+from .errors import CoreAgentError, DirectoryError, TokenUnsetError
+
+__all__ = ["Directory", "DirectoryFunc", "HubDirectory", "Peer", "StaticDirectory", "read_token"]
+
+
+@attrs.frozen
+class Peer:
+    """The subset of a registry record a caller needs."""
+
+    name: str
+    endpoint: str
+    labels: Mapping[str, str] = attrs.field(factory=dict, converter=labels_dict)
+
+
+@runtime_checkable
+class Directory(Protocol):
+    """A roster of peers, consulted on every call and never cached by the caller."""
+
+    async def peers(self) -> Sequence[Peer]: ...
+
+
+PeersResult = Union[Iterable[Peer], None]  # noqa: UP007 - a runtime alias on 3.10
+PeersFunc = Callable[[], PeersResult | Awaitable[PeersResult]]
+
+
+class DirectoryFunc:
+    """A directory backed by a function (sync or async); None means an empty roster."""
+
+    def __init__(self, fn: PeersFunc) -> None:
+        self._fn = fn
+
+    def __repr__(self) -> str:
+        return f"DirectoryFunc({getattr(self._fn, '__name__', repr(self._fn))})"
+
+    async def peers(self) -> Sequence[Peer]:
+        got = self._fn()
+        if inspect.isawaitable(got):
+            got = await got
+        return tuple(got) if got is not None else ()
+
+
+class StaticDirectory:
+    """A fixed roster."""
+
+    def __init__(self, peers: Iterable[Peer]) -> None:
+        self._peers = tuple(peers)
+
+    def __repr__(self) -> str:
+        return f"StaticDirectory({[p.name for p in self._peers]!r})"
+
+    async def peers(self) -> Sequence[Peer]:
+        return self._peers
+
+
+def read_token(
+    token_env: str | None, environ: Mapping[str, str] | None, component: str
+) -> str | None:
+    """The token named by `token_env`, read now; None when no variable is named."""
+    if token_env is None:
+        return None
+    value = (os.environ if environ is None else environ).get(token_env, "")
+    if not value.strip():
+        raise TokenUnsetError(
+            f"{component}: the token variable ${token_env} is unset or empty; "
+            f"export {token_env}=<token>, or drop token_env for anonymous peers"
+        )
+    return value
+
+
+class HubDirectory:
+    """The hub's registry: `GET /peers` on every call (labels: `?label=k=v`)."""
+
+    def __init__(
+        self,
+        hub_url: str,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        token: str | None = None,
+        token_env: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        if token is not None and token_env is not None:
+            raise ValueError(
+                "directory: pass either token= or token_env=, not both (token_env is read per call)"
+            )
+        self.hub_url = checked_base_url(hub_url, "directory")
+        self._http = LoopBoundClient(transport)
+        self._token = token
+        self._token_env = token_env
+        self._environ = environ
+        self.labels: dict[str, str] = dict(labels or {})
+
+    def __repr__(self) -> str:
+        return f"HubDirectory({self.hub_url!r}, labels={self.labels!r})"
+
+    async def peers(self) -> Sequence[Peer]:
+        token = self._token
+        if self._token_env is not None:
+            token = read_token(self._token_env, self._environ, "directory")
+        try:
+            client = AttachClient(self.hub_url, http_client=self._http.get(), token=token)
+            records = await client.list_peers(self.labels or None)
+        except CoreAgentError as exc:
+            raise DirectoryError(
+                f"directory: could not list peers on the hub {self.hub_url}: {exc}"
+            ) from exc
+        return tuple(Peer(r.name, r.endpoint, r.labels) for r in records)
+
+    async def aclose(self) -> None:
+        """Release pooled connections; the directory stays usable."""
+        await self._http.aclose()

@@ -1,0 +1,51 @@
+"""The endpoint policy: what a peer URL must look like before anyone dials it.
+
+The hub checks it at registration and the caller checks it again before it
+dials, so a record that slipped past one side (an old hub, a hand-edited
+directory) still cannot send a request to `javascript:`, `file:` or a
+host-less URL.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+__all__ = ["checked_base_url", "endpoint_problem"]
+
+_ALLOWED_SCHEMES = ("http", "https")
+
+
+def endpoint_problem(url: object) -> str | None:
+    """Why `url` is not an absolute http(s) URL with a host, or None when it is."""
+    if not isinstance(url, str):
+        return f"it is a {type(url).__name__}, not a string"
+    if not url:
+        return "it is empty"
+    # Leading blanks or embedded control characters are how parsers get fooled
+    # into disagreeing about the host; refuse rather than normalise.
+    if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+        return "it contains whitespace or control characters"
+    try:
+        parts = urlsplit(url)
+        port_ok = parts.port is None or 0 < parts.port < 65536
+    except ValueError as exc:
+        return f"it does not parse as a URL ({exc})"
+    if parts.scheme.lower() not in _ALLOWED_SCHEMES:
+        shown = parts.scheme or "none"
+        return f"its scheme is {shown!r}; only http and https are allowed"
+    if not parts.hostname:
+        return "it has no host"
+    if not port_ok:
+        return "its port is out of range"
+    return None
+
+
+def checked_base_url(url: str, component: str) -> str:
+    """`url` without its trailing slash, or ValueError naming the problem and the fix."""
+    problem = endpoint_problem(url)
+    if problem is not None:
+        raise ValueError(
+            f"{component}: URL {url!r} is refused: {problem}; pass an absolute http(s) URL "
+            "with a host, such as 'http://127.0.0.1:8844'"
+        )
+    return url.rstrip("/")

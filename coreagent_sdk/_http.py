@@ -1,0 +1,130 @@
+"""Shared HTTP plumbing: client construction, bounded reads, status errors, scrubbing."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from .errors import CoreAgentError, ProtocolError, TransportFailure, status_error_class
+
+__all__ = [
+    "ERROR_EXCERPT_BYTES",
+    "MAX_JSON_BYTES",
+    "make_http_client",
+    "read_bounded",
+    "read_json",
+    "scrub",
+    "status_error",
+    "transport_failure",
+]
+
+ERROR_EXCERPT_BYTES = 512
+MAX_JSON_BYTES = 4 * 1024 * 1024
+
+# A delegation holds its event stream open while it injects, so two
+# connections per call are in use at once; httpx's default pool of 100 would
+# deadlock past 50 concurrent calls. Streams are bounded by deadlines instead.
+_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=128)
+DEFAULT_HTTP_TIMEOUT = httpx.Timeout(30.0)
+
+
+def make_http_client(transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncClient:
+    """An AsyncClient over `transport` (None: the real network, unbounded pool)."""
+    return httpx.AsyncClient(
+        transport=transport, limits=_LIMITS, timeout=DEFAULT_HTTP_TIMEOUT, trust_env=False
+    )
+
+
+def scrub(text: str, secret: str | None) -> str:
+    """`text` with every occurrence of `secret` replaced, for bodies a server echoed."""
+    if secret:
+        text = text.replace(secret, "[redacted]")
+    return text
+
+
+async def read_bounded(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
+    """Up to `limit` bytes of a streamed body, and whether there was more."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return b"".join(chunks)[:limit], True
+    return b"".join(chunks), False
+
+
+async def read_json(response: httpx.Response, what: str) -> Any:
+    body, more = await read_bounded(response, MAX_JSON_BYTES)
+    if more:
+        raise ProtocolError(
+            f"attach: the {what} answer from {response.url.host!r} is over "
+            f"{MAX_JSON_BYTES} bytes; refusing to buffer it"
+        )
+    try:
+        return json.loads(body)
+    except ValueError:
+        excerpt = body[:ERROR_EXCERPT_BYTES].decode("utf-8", "replace")
+        raise ProtocolError(
+            f"attach: the {what} answer from {response.url.host!r} is not JSON: {excerpt!r}; "
+            "is that URL an attach-mode daemon?"
+        ) from None
+
+
+async def status_error(
+    response: httpx.Response, secret: str | None, component: str, hint: str = ""
+) -> CoreAgentError:
+    """The typed error for a non-2xx answer, with a bounded, scrubbed body excerpt."""
+    raw, more = await read_bounded(response, ERROR_EXCERPT_BYTES)
+    body = scrub(raw.decode("utf-8", "replace"), secret) + ("..." if more else "")
+    request = response.request
+    cls = status_error_class(response.status_code)
+    message = (
+        f"{component}: {request.method} {request.url.path} on {request.url.host!r} answered "
+        f"{response.status_code} {response.reason_phrase}"
+    )
+    if body.strip():
+        message += f": {body.strip()}"
+    if hint:
+        message += f"; {hint}"
+    return cls(message, status_code=response.status_code, body=body)
+
+
+def transport_failure(exc: httpx.TransportError, url: str, component: str) -> CoreAgentError:
+    """An httpx transport failure as our error (ours already are; keep them)."""
+    if isinstance(exc, CoreAgentError):
+        return exc
+    return TransportFailure(
+        f"{component}: could not reach {url} ({type(exc).__name__}: {exc}); "
+        "is the daemon running and the URL right?"
+    )
+
+
+class LoopBoundClient:
+    """One pooled `httpx.AsyncClient` per event loop, made on first use.
+
+    Pooled connections belong to the loop that opened them; a sync call made
+    with `asyncio.run` gets a new loop each time, so the client follows the
+    loop. `aclose()` releases the current one; the next use makes another.
+    """
+
+    def __init__(self, transport: httpx.AsyncBaseTransport | None) -> None:
+        self._transport = transport
+        self._loop: object | None = None
+        self._client: httpx.AsyncClient | None = None
+
+    def get(self) -> httpx.AsyncClient:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._client = make_http_client(self._transport)
+            self._loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        client, self._client, self._loop = self._client, None, None
+        if client is not None:
+            await client.aclose()

@@ -1,0 +1,186 @@
+"""`PeerRegistration`: join a hub as a peer for the duration of an `async with`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from types import TracebackType
+
+import attrs
+import httpx
+
+from ._client import AttachClient
+from ._clock import Clock, SystemClock
+from ._directory import read_token
+from ._endpoint import checked_base_url, endpoint_problem
+from ._wire import PeerRecord
+from .errors import CoreAgentError, RegistrationError
+
+__all__ = ["MIN_HEARTBEAT_INTERVAL", "PeerRegistration", "RegistrationEvent"]
+
+MIN_HEARTBEAT_INTERVAL = 1.0  # protocol.md: never faster than once a second
+
+_log = logging.getLogger("coreagent_sdk.registration")
+
+
+@attrs.frozen
+class RegistrationEvent:
+    """What `on_event` receives: registered, heartbeat, heartbeat_failed, deregistered."""
+
+    kind: str
+    name: str
+    error: str | None = None
+
+
+def _lease_seconds(record: PeerRecord, fallback: float) -> float:
+    """The lease the hub granted: expiry minus last heartbeat, both in the hub's clock."""
+    try:
+        expires = datetime.fromisoformat(record.lease_expires_at.replace("Z", "+00:00"))
+        beat = datetime.fromisoformat(record.last_heartbeat.replace("Z", "+00:00"))
+    except ValueError:
+        return fallback
+    seconds = (expires - beat).total_seconds()
+    return seconds if seconds > 0 else fallback
+
+
+class PeerRegistration:
+    """Register `name` at `endpoint` on the hub, keep the lease alive, deregister on exit.
+
+    Heartbeats go out at a third of the lease (never faster than once a
+    second); a failed heartbeat (the hub forgot the registration, restarted,
+    or pruned it) leads to a fresh registration. Errors inside the loop are
+    logged and reported through `on_event`, never raised into your code; a
+    failure to register on entry raises `RegistrationError`.
+    """
+
+    def __init__(
+        self,
+        hub_url: str,
+        *,
+        name: str,
+        endpoint: str,
+        labels: Mapping[str, str] | None = None,
+        ttl: float = 60,
+        transport: httpx.AsyncBaseTransport | None = None,
+        token_env: str | None = None,
+        environ: Mapping[str, str] | None = None,
+        clock: Clock | None = None,
+        on_event: Callable[[RegistrationEvent], None] | None = None,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        self.hub_url = checked_base_url(hub_url, "registration")
+        if not name:
+            raise ValueError("registration: name is required; pick the name callers will use")
+        problem = endpoint_problem(endpoint)
+        if problem is not None:
+            raise ValueError(
+                f"registration: endpoint {endpoint!r} is refused: {problem}; register an "
+                "absolute http(s) URL with a host where this peer can be reached"
+            )
+        if ttl <= 0:
+            raise ValueError(f"registration: ttl must be > 0 seconds, got {ttl!r}")
+        self.name = name
+        self.endpoint = endpoint
+        self.labels = dict(labels or {})
+        self.ttl = ttl
+        self._transport = transport
+        self._token_env = token_env
+        self._environ = environ
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._on_event = on_event
+        self._log = logger if logger is not None else _log
+        self.record: PeerRecord | None = None
+        self.heartbeats = 0
+        self.registrations = 0
+        self._client: AttachClient | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        state = "registered" if self.record is not None else "not registered"
+        return f"PeerRegistration({self.name!r} at {self.endpoint!r} on {self.hub_url!r}, {state})"
+
+    @property
+    def registration_id(self) -> str:
+        return self.record.registration_id if self.record is not None else ""
+
+    def _emit(self, kind: str, error: str | None = None) -> None:
+        if self._on_event is not None:
+            try:
+                self._on_event(RegistrationEvent(kind, self.name, error))
+            except Exception:
+                self._log.warning("registration: on_event hook raised on %s", kind, exc_info=True)
+
+    async def _register(self) -> None:
+        assert self._client is not None
+        self.record = await self._client.register_peer(
+            self.name, self.endpoint, self.labels, self.ttl
+        )
+        self.registrations += 1
+        self._emit("registered")
+
+    def interval(self) -> float:
+        """Seconds until the next heartbeat: a third of the granted lease, at least 1 s."""
+        lease = self.ttl if self.record is None else _lease_seconds(self.record, self.ttl)
+        return max(MIN_HEARTBEAT_INTERVAL, lease / 3)
+
+    async def __aenter__(self) -> PeerRegistration:
+        token = read_token(self._token_env, self._environ, "registration")
+        self._client = AttachClient(self.hub_url, transport=self._transport, token=token)
+        try:
+            await self._register()
+        except CoreAgentError as exc:
+            await self._client.aclose()
+            raise RegistrationError(
+                f"registration: could not register {self.name!r} on {self.hub_url}: {exc}"
+            ) from exc
+        self._task = asyncio.get_running_loop().create_task(self._keep_alive())
+        return self
+
+    async def _keep_alive(self) -> None:
+        assert self._client is not None
+        while True:
+            await self._clock.sleep(self.interval())
+            try:
+                if self.record is None or not self.record.registration_id:
+                    await self._register()
+                    continue
+                self.record = await self._client.heartbeat(self.record.registration_id)
+                self.heartbeats += 1
+                self._emit("heartbeat")
+            except CoreAgentError as exc:
+                self._log.warning("registration: heartbeat for %r failed: %s", self.name, exc)
+                self._emit("heartbeat_failed", error=str(exc))
+                try:
+                    await self._register()
+                except CoreAgentError as again:
+                    # Keep the old record's cadence and try again next interval.
+                    self._log.warning(
+                        "registration: re-registering %r failed: %s", self.name, again
+                    )
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        client, self._client = self._client, None
+        if client is None:
+            return
+        try:
+            if self.record is not None and self.record.registration_id:
+                await client.deregister(self.record.registration_id)
+                self._emit("deregistered")
+        except CoreAgentError as err:
+            self._log.warning("registration: deregistering %r failed: %s", self.name, err)
+        finally:
+            self.record = None
+            await client.aclose()

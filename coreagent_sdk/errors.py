@@ -1,0 +1,252 @@
+"""The exceptions coreagent-sdk raises, all rooted at `CoreAgentError`.
+
+Catch the narrowest class that fits; every message starts with the component
+that raised it and says what to do about it::
+
+    CoreAgentError
+    ├── ProtocolError                 an answer that does not follow the wire protocol
+    │   └── FrameTooLargeError        an SSE line over the 1 MiB bound
+    ├── TransportFailure              the request never got an HTTP answer
+    │   ├── ASGIAppError              (also httpx.TransportError) an in-process app raised
+    │   └── NoRouteError              (also httpx.ConnectError) RoutingTransport has no route
+    ├── APIStatusError                a non-2xx answer: .status_code, .body (bounded, scrubbed)
+    │   ├── BadRequestError           400
+    │   ├── AuthenticationError       401
+    │   ├── ForbiddenError            403
+    │   ├── NotFoundError             404
+    │   ├── ConflictError             409
+    │   ├── PayloadTooLargeError      413
+    │   ├── UnsupportedMediaTypeError 415
+    │   ├── NotImplementedByServerError 501
+    │   └── ServerError               other 5xx
+    ├── CallPeerError                 a delegation failed (nothing partial is returned)
+    │   ├── InvalidArgumentError      (also ValueError) empty prompt
+    │   ├── UnknownPeerError          (also LookupError) name not in the roster
+    │   ├── InvalidEndpointError      the peer's endpoint is not absolute http(s) with a host
+    │   ├── PermissionDeniedError     the gate refused tool:peer
+    │   ├── TokenUnsetError           the token variable is named but unset or empty
+    │   ├── DirectoryError            the directory could not list peers
+    │   ├── PeerRequestError          the peer refused or could not be reached (.status_code)
+    │   ├── PeerTurnError             the peer's turn failed (.kind, .message, .retryable)
+    │   ├── PeerTimeoutError          (also TimeoutError) the call's deadline passed
+    │   └── StreamEndedError          the event stream closed before the turn ended
+    ├── RegistrationError             PeerRegistration could not join the hub
+    └── RuntimeCacheError
+        └── CacheClosedError          the cache was closed while a build was in flight
+
+Tokens never appear in any of these: bodies echoed by a server are scrubbed
+before they are stored.
+"""
+
+from __future__ import annotations
+
+import httpx
+
+__all__ = [
+    "APIStatusError",
+    "ASGIAppError",
+    "AuthenticationError",
+    "BadRequestError",
+    "CacheClosedError",
+    "CallPeerError",
+    "ConflictError",
+    "CoreAgentError",
+    "DirectoryError",
+    "ForbiddenError",
+    "FrameTooLargeError",
+    "InvalidArgumentError",
+    "InvalidEndpointError",
+    "NoRouteError",
+    "NotFoundError",
+    "NotImplementedByServerError",
+    "PayloadTooLargeError",
+    "PeerRequestError",
+    "PeerTimeoutError",
+    "PeerTurnError",
+    "PermissionDeniedError",
+    "ProtocolError",
+    "RegistrationError",
+    "RuntimeCacheError",
+    "ServerError",
+    "StreamEndedError",
+    "TokenUnsetError",
+    "TransportFailure",
+    "UnknownPeerError",
+    "UnsupportedMediaTypeError",
+    "status_error_class",
+]
+
+
+class CoreAgentError(Exception):
+    """Root of every error this package raises on purpose."""
+
+
+class ProtocolError(CoreAgentError):
+    """The other side answered, but not in the attach protocol's shape."""
+
+
+class FrameTooLargeError(ProtocolError):
+    """An SSE line grew past the bound without a newline (a hostile or broken peer)."""
+
+
+class TransportFailure(CoreAgentError):
+    """The request did not get an HTTP answer at all."""
+
+
+class ASGIAppError(TransportFailure, httpx.TransportError):
+    """An in-process ASGI app raised instead of answering (see the chained cause)."""
+
+    def __init__(self, message: str) -> None:
+        httpx.TransportError.__init__(self, message)
+
+
+class NoRouteError(TransportFailure, httpx.ConnectError):
+    """`RoutingTransport` has no transport for the request's host."""
+
+    def __init__(self, message: str) -> None:
+        httpx.ConnectError.__init__(self, message)
+
+
+class APIStatusError(CoreAgentError):
+    """A non-2xx answer. `body` is a bounded excerpt with any token scrubbed."""
+
+    def __init__(self, message: str, *, status_code: int, body: str = "") -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.body = body
+
+
+class BadRequestError(APIStatusError):
+    """400: the request was malformed (empty message, bad endpoint, bad version header)."""
+
+
+class AuthenticationError(APIStatusError):
+    """401: the token is missing or not accepted."""
+
+
+class ForbiddenError(APIStatusError):
+    """403: the caller is known but may not do this (not the owner, not admin)."""
+
+
+class NotFoundError(APIStatusError):
+    """404: unknown session, unknown registration, or no registry on this daemon."""
+
+
+class ConflictError(APIStatusError):
+    """409: for example a protocol major version the daemon does not speak."""
+
+
+class PayloadTooLargeError(APIStatusError):
+    """413: the body is over the daemon's cap (8 KiB inject, 16 KiB register)."""
+
+
+class UnsupportedMediaTypeError(APIStatusError):
+    """415: a write without `Content-Type: application/json`."""
+
+
+class NotImplementedByServerError(APIStatusError):
+    """501: the daemon lacks the feature (e.g. multi-session is off)."""
+
+
+class ServerError(APIStatusError):
+    """Any other 5xx."""
+
+
+_BY_STATUS: dict[int, type[APIStatusError]] = {
+    400: BadRequestError,
+    401: AuthenticationError,
+    403: ForbiddenError,
+    404: NotFoundError,
+    409: ConflictError,
+    413: PayloadTooLargeError,
+    415: UnsupportedMediaTypeError,
+    501: NotImplementedByServerError,
+}
+
+
+def status_error_class(status_code: int) -> type[APIStatusError]:
+    """The most specific `APIStatusError` subclass for an HTTP status."""
+    found = _BY_STATUS.get(status_code)
+    if found is not None:
+        return found
+    return ServerError if status_code >= 500 else APIStatusError
+
+
+class CallPeerError(CoreAgentError):
+    """A delegation through `CallPeer` failed; no partial answer is returned."""
+
+
+class InvalidArgumentError(CallPeerError, ValueError):
+    """An argument is unusable (for example an empty prompt); nothing was sent."""
+
+
+class UnknownPeerError(CallPeerError, LookupError):
+    """The name is not in the directory's roster; the message lists the roster."""
+
+
+class InvalidEndpointError(CallPeerError):
+    """The peer's endpoint is not an absolute http(s) URL with a host; not dialed."""
+
+
+class PermissionDeniedError(CallPeerError):
+    """The gate refused `<tool name>:<peer name>`; raised by gates such as `AllowList`."""
+
+
+class TokenUnsetError(CallPeerError):
+    """The token environment variable is named but unset or empty."""
+
+
+class DirectoryError(CallPeerError):
+    """The directory could not produce its roster (hub down, bad answer)."""
+
+
+class PeerRequestError(CallPeerError):
+    """The peer refused a request (`status_code`) or could not be reached (None)."""
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class PeerTurnError(CallPeerError):
+    """The peer's turn ended with a `turn-error` event."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str,
+        peer_message: str,
+        retryable: bool,
+        code: str | None = None,
+        hint: str | None = None,
+        session_id: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        # `message` is the peer's own words; str(error) adds the peer and session.
+        self.message = peer_message
+        self.retryable = retryable
+        self.code = code
+        self.hint = hint
+        self.session_id = session_id
+
+
+class PeerTimeoutError(CallPeerError, TimeoutError):
+    """The call's single wall-clock deadline passed before the turn ended."""
+
+
+class StreamEndedError(CallPeerError):
+    """The peer closed the event stream before its turn ended."""
+
+
+class RegistrationError(CoreAgentError):
+    """`PeerRegistration` could not register with the hub."""
+
+
+class RuntimeCacheError(CoreAgentError):
+    """Base of the runtime cache's own errors (builder errors propagate unchanged)."""
+
+
+class CacheClosedError(RuntimeCacheError):
+    """`aclose()` ran while this build was in flight; the instance built was closed."""

@@ -1,0 +1,59 @@
+"""Fault injection per daemon: latency, error answers, dropped streams, malformed frames."""
+
+from __future__ import annotations
+
+import asyncio
+
+import attrs
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+__all__ = ["FaultInjector", "Faults"]
+
+
+@attrs.define
+class Faults:
+    """What goes wrong on one daemon; change the fields at any time, `clear()` to heal.
+
+    - ``latency``: seconds added before every request is handled;
+    - ``error_status``: answer every request whose path starts with one of
+      ``error_paths`` (all paths when empty) with this status (e.g. 503);
+    - ``drop_streams_after``: close each event stream after this many frames;
+    - ``malformed_frames``: send a frame whose data is not JSON before each real one.
+    """
+
+    latency: float = 0.0
+    error_status: int | None = None
+    error_paths: tuple[str, ...] = ()
+    drop_streams_after: int | None = None
+    malformed_frames: bool = False
+
+    def clear(self) -> None:
+        self.latency = 0.0
+        self.error_status = None
+        self.error_paths = ()
+        self.drop_streams_after = None
+        self.malformed_frames = False
+
+
+class FaultInjector:
+    """ASGI middleware applying a daemon's request-level `Faults`."""
+
+    def __init__(self, app: ASGIApp, faults: Faults) -> None:
+        self.app = app
+        self.faults = faults
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        faults = self.faults
+        if scope["type"] == "http":
+            if faults.latency > 0:
+                await asyncio.sleep(faults.latency)
+            status = faults.error_status
+            if status is not None and (
+                not faults.error_paths
+                or any(scope["path"].startswith(p) for p in faults.error_paths)
+            ):
+                response = PlainTextResponse(f"injected fault: {status}\n", status_code=status)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

@@ -1,0 +1,198 @@
+"""`PeerRegistry`: the hub's roster of peers, with leases, owners and the endpoint policy."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+import attrs
+
+from coreagent_sdk import Clock, SystemClock, endpoint_problem
+
+__all__ = ["DEFAULT_TTL", "MAX_TTL", "Identity", "PeerRegistry", "RegistryError", "rfc3339"]
+
+DEFAULT_TTL = 60.0
+MAX_TTL = 300.0
+
+
+def rfc3339(t: float) -> str:
+    """A timestamp as the daemon writes it: UTC, milliseconds, `Z`."""
+    stamp = datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds")
+    return stamp.replace("+00:00", "Z")
+
+
+@attrs.frozen
+class Identity:
+    """Who a token belongs to, as the daemon's token table says."""
+
+    name: str
+    admin: bool = False
+
+
+ANONYMOUS = Identity("anonymous")
+
+
+class RegistryError(ValueError):
+    """A registration the hub refuses (answered 400)."""
+
+
+@attrs.define
+class _Entry:
+    registration_id: str
+    name: str
+    endpoint: str
+    labels: dict[str, str]
+    ttl: float
+    owner: str | None
+    registered_at: float
+    last_heartbeat: float
+    lease_expires: float
+
+    def record(self, *, redact: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "registration_id": "" if redact else self.registration_id,
+            "name": self.name,
+            "endpoint": self.endpoint,
+        }
+        if self.labels:
+            out["labels"] = dict(self.labels)
+        out["registered_at"] = rfc3339(self.registered_at)
+        out["last_heartbeat"] = rfc3339(self.last_heartbeat)
+        out["lease_expires_at"] = rfc3339(self.lease_expires)
+        return out
+
+
+class PeerRegistry:
+    """Leases (default 60 s, at most 5 min), owners, label filters, pruning on a clock.
+
+    Pruning happens on every read and write, so an expired lease is never
+    listed (a real hub prunes every 5 s; this is the strict end of that).
+    """
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self._by_name: dict[str, _Entry] = {}
+
+    def __len__(self) -> int:
+        self.prune()
+        return len(self._by_name)
+
+    def __repr__(self) -> str:
+        return f"PeerRegistry(peers={sorted(self._by_name)!r})"
+
+    def prune(self) -> list[str]:
+        """Drop expired leases; returns the names dropped."""
+        now = self.clock.now()
+        gone = [n for n, e in self._by_name.items() if e.lease_expires <= now]
+        for name in gone:
+            del self._by_name[name]
+        return gone
+
+    def register(
+        self,
+        name: Any,
+        endpoint: Any,
+        labels: Any = None,
+        ttl: Any = None,
+        owner: str | None = None,
+    ) -> _Entry:
+        """Register (or replace, with a new id) `name`; RegistryError for a bad request."""
+        if not isinstance(name, str) or not name.strip():
+            raise RegistryError("peers: name is required")
+        if not isinstance(endpoint, str) or not endpoint:
+            raise RegistryError("peers: endpoint is required")
+        problem = endpoint_problem(endpoint)
+        if problem is not None:
+            raise RegistryError(f"peers: endpoint {endpoint!r} is refused: {problem}")
+        if labels is None:
+            labels = {}
+        if not isinstance(labels, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+        ):
+            raise RegistryError("peers: labels must be an object of strings")
+        if ttl is None or ttl == 0:
+            ttl = DEFAULT_TTL
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or ttl < 0:
+            raise RegistryError(f"peers: heartbeat_ttl_sec must be a positive number, got {ttl!r}")
+        ttl = min(float(ttl), MAX_TTL)
+        self.prune()
+        now = self.clock.now()
+        entry = _Entry(
+            registration_id="r-" + secrets.token_hex(8),
+            name=name,
+            endpoint=endpoint,
+            labels=dict(labels),
+            ttl=ttl,
+            owner=owner,
+            registered_at=now,
+            last_heartbeat=now,
+            lease_expires=now + ttl,
+        )
+        self._by_name[name] = entry
+        return entry
+
+    def _by_id(self, registration_id: str) -> _Entry | None:
+        for entry in self._by_name.values():
+            if entry.registration_id == registration_id:
+                return entry
+        return None
+
+    def heartbeat(self, registration_id: str) -> _Entry | None:
+        """Extend the lease by its original TTL; None when the id is unknown or expired."""
+        self.prune()
+        entry = self._by_id(registration_id)
+        if entry is not None:
+            now = self.clock.now()
+            entry.last_heartbeat = now
+            entry.lease_expires = now + entry.ttl
+        return entry
+
+    def deregister(self, registration_id: str, caller: Identity | None) -> bool:
+        """Remove a registration. False: the caller may not (not owner, not admin).
+
+        Unknown ids succeed (idempotent). `caller=None` is an open hub: anyone may.
+        """
+        self.prune()
+        entry = self._by_id(registration_id)
+        if entry is None:
+            return True
+        if not self.may_manage(entry, caller):
+            return False
+        del self._by_name[entry.name]
+        return True
+
+    @staticmethod
+    def may_manage(entry: _Entry, caller: Identity | None) -> bool:
+        if caller is None or caller.admin:
+            return True
+        return entry.owner == caller.name
+
+    def peers(self, labels: Mapping[str, str] | None = None) -> list[_Entry]:
+        """Live entries sorted by name, keeping those whose labels include every pair."""
+        self.prune()
+        wanted = dict(labels or {})
+        return [
+            e
+            for _, e in sorted(self._by_name.items())
+            if all(e.labels.get(k) == v for k, v in wanted.items())
+        ]
+
+    def get(self, name: str) -> _Entry | None:
+        self.prune()
+        return self._by_name.get(name)
+
+    def expire(self, name: str) -> bool:
+        """Let `name`'s lease lapse now (as if its heartbeats stopped long ago)."""
+        entry = self._by_name.get(name)
+        if entry is None:
+            return False
+        entry.lease_expires = self.clock.now()
+        self.prune()
+        return True
+
+    def set_endpoint(self, name: str, endpoint: str) -> None:
+        entry = self._by_name.get(name)
+        if entry is not None:
+            entry.endpoint = endpoint
