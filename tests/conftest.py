@@ -1,0 +1,81 @@
+"""Shared fixtures: fixtures from ../shared/conformance, and a fleet reachable two ways."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coreagent_sdk import CallPeer, HubDirectory
+from simulator import Fleet, ServedFleet
+
+pytest_plugins = ["pytester"]
+
+_HERE = Path(__file__).resolve().parent
+# The daemon's own fixtures: ../shared/conformance beside the checkout, or a vendored copy.
+CONFORMANCE = next(
+    (p for p in (_HERE.parent.parent / "shared" / "conformance", _HERE / "conformance")
+     if p.is_dir()),
+    _HERE / "conformance",
+)
+
+
+def load_fixture(name: str) -> Any:
+    return json.loads((CONFORMANCE / name).read_text())
+
+
+class Reach:
+    """One way of reaching a fleet: in-process (fleet.transport) or loopback sockets."""
+
+    def __init__(self, fleet: Fleet, served: ServedFleet | None) -> None:
+        self.fleet = fleet
+        self.served = served
+
+    @property
+    def mode(self) -> str:
+        return "loopback" if self.served else "in-process"
+
+    def url(self, name: str) -> str:
+        return self.served.urls[name] if self.served else self.fleet.url(name)
+
+    @property
+    def transport(self) -> Any:
+        return None if self.served else self.fleet.transport
+
+    def directory(self, labels: Mapping[str, str] | None = None, **kw: Any) -> HubDirectory:
+        return HubDirectory(self.url("hub"), transport=self.transport, labels=labels, **kw)
+
+    def call_peer(self, **kw: Any) -> CallPeer:
+        directory = kw.pop("directory", None) or self.directory(
+            token_env=kw.get("token_env"), environ=kw.get("environ")
+        )
+        kw.setdefault("transport", self.transport)
+        return CallPeer(directory, **kw)
+
+
+class ReachFactory:
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self._made: list[tuple[Fleet, ServedFleet | None]] = []
+
+    async def __call__(self, fleet: Fleet) -> Reach:
+        served = await fleet.serve() if self.mode == "loopback" else None
+        self._made.append((fleet, served))
+        return Reach(fleet, served)
+
+    async def aclose(self) -> None:
+        for fleet, _ in self._made:
+            await fleet.aclose()
+
+
+@pytest.fixture(params=["in-process", "loopback"])
+async def make_reach(request: pytest.FixtureRequest) -> AsyncIterator[ReachFactory]:
+    """`await make_reach(fleet)` after adding peers: the fleet in-process, then on loopback."""
+    factory = ReachFactory(request.param)
+    try:
+        yield factory
+    finally:
+        await factory.aclose()

@@ -1,0 +1,47 @@
+"""Reading event streams: a line is bounded, bad frames are skipped."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from coreagent_sdk._sse import iter_frames
+from coreagent_sdk._wire import Wake
+from coreagent_sdk.errors import FrameTooLargeError
+
+
+def stream_of(*chunks: bytes) -> httpx.Response:
+    async def body():
+        for chunk in chunks:
+            yield chunk
+
+    return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body(),
+                          request=httpx.Request("GET", "http://d.test/events"))
+
+
+async def test_a_line_over_the_bound_stops_the_stream_before_it_is_buffered() -> None:
+    endless = [b"event: agent\ndata: {\"x\": \""] + [b"a" * 1024] * 64  # 64 KiB, no newline
+    with pytest.raises(FrameTooLargeError, match="grew past 16384 bytes"):
+        async for _ in iter_frames(stream_of(*endless), max_line_bytes=16 * 1024):
+            pass
+
+
+async def test_long_lines_under_the_bound_still_decode() -> None:
+    at = "t" * 10_000
+    body = b'event: wake\ndata: {"at": "' + at.encode() + b'"}\n\n'
+    chunks = [body[i : i + 333] for i in range(0, len(body), 333)]
+    frames = [f async for f in iter_frames(stream_of(*chunks), max_line_bytes=16 * 1024)]
+    assert frames == [Wake(at=at)]
+
+
+async def test_frames_split_across_chunks_and_crlf_endings_decode() -> None:
+    body = b'event: wake\r\ndata: {"at": "1"}\r\n\r\nevent: wake\ndata: {"at": "2"}\n\n'
+    frames = [f async for f in iter_frames(stream_of(*(bytes([b]) for b in body)))]
+    assert frames == [Wake(at="1"), Wake(at="2")]
+
+
+async def test_comments_unknown_events_and_bad_json_are_skipped() -> None:
+    body = (b": keep-alive\n\nevent: future-thing\ndata: {}\n\n"
+            b"event: wake\ndata: not json\n\nevent: wake\ndata: {\"at\": \"ok\"}\n\n")
+    frames = [f async for f in iter_frames(stream_of(body))]
+    assert frames == [Wake(at="ok")]

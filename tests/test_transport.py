@@ -1,0 +1,161 @@
+"""ASGITransport streams (an endless body is readable at once) and cleans up; routing by host."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import contextlib
+import pathlib
+from typing import Any
+
+import httpx
+import pytest
+
+import coreagent_sdk
+from coreagent_sdk import ASGITransport, RoutingTransport
+from coreagent_sdk.errors import ASGIAppError, NoRouteError
+
+
+class EndlessSSE:
+    """A raw ASGI app streaming frames forever; records whether it was cancelled."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.cancelled = False
+        self.finished = False
+        self.body: bytes = b""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        self.body = (await receive())["body"]
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream")]})
+        self.started.set()
+        try:
+            n = 0
+            while True:
+                n += 1
+                await send({"type": "http.response.body",
+                            "body": f"event: wake\ndata: {{\"at\": \"{n}\"}}\n\n".encode(),
+                            "more_body": True})
+                await asyncio.sleep(0.001)
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        finally:
+            self.finished = True
+
+
+async def test_the_first_frames_of_an_endless_stream_arrive_within_a_second() -> None:
+    app = EndlessSSE()
+    async with httpx.AsyncClient(transport=ASGITransport(app)) as client:
+        async def first_lines() -> list[str]:
+            lines: list[str] = []
+            async with client.stream("GET", "http://sse.test/events") as response:
+                assert response.status_code == 200
+                async with contextlib.aclosing(response.aiter_lines()) as stream:
+                    async for line in stream:
+                        if line:
+                            lines.append(line)
+                        if len(lines) == 4:
+                            return lines
+            return lines
+
+        lines = await asyncio.wait_for(first_lines(), timeout=1.0)
+    assert lines == ["event: wake", 'data: {"at": "1"}', "event: wake", 'data: {"at": "2"}']
+    assert app.cancelled and app.finished
+    app_tasks = [
+        t for t in asyncio.all_tasks() if "ASGITransport" in t.get_coro().__qualname__  # type: ignore[union-attr]
+    ]
+    assert app_tasks == [], "an app task outlived its response"
+
+
+async def test_the_request_body_and_headers_reach_the_app() -> None:
+    seen: dict[str, Any] = {}
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen["body"] = (await receive())["body"]
+        seen["headers"] = dict(scope["headers"])
+        seen["query"] = scope["query_string"]
+        await send({"type": "http.response.start", "status": 201, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async with httpx.AsyncClient(transport=ASGITransport(app)) as client:
+        response = await client.post("http://d.test/x?a=1", json={"k": "v"},
+                                     headers={"X-Thing": "1"})
+    assert response.status_code == 201 and response.text == "ok"
+    assert seen["body"] == b'{"k":"v"}'
+    assert seen["headers"][b"x-thing"] == b"1"
+    assert seen["query"] == b"a=1"
+
+
+async def test_an_app_that_raises_before_answering_is_a_clear_transport_error() -> None:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        raise RuntimeError("boom")
+
+    async with httpx.AsyncClient(transport=ASGITransport(app)) as client:
+        with pytest.raises(ASGIAppError, match=r"raised RuntimeError\('boom'\) before answering GET /x"):
+            await client.get("http://d.test/x")
+
+
+async def test_an_app_that_raises_mid_stream_fails_the_read() -> None:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"part", "more_body": True})
+        raise RuntimeError("mid-stream")
+
+    async with httpx.AsyncClient(transport=ASGITransport(app)) as client:
+        async with client.stream("GET", "http://d.test/") as response:
+            with pytest.raises(ASGIAppError, match="while streaming the body"):
+                await response.aread()
+
+
+async def test_an_app_error_is_an_httpx_transport_error_too() -> None:
+    assert issubclass(ASGIAppError, httpx.TransportError)
+    assert issubclass(NoRouteError, httpx.ConnectError)
+
+
+async def test_routing_picks_the_transport_by_host_and_port() -> None:
+    def answer(text: str) -> Any:
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": text.encode()})
+        return ASGITransport(app)
+
+    routing = RoutingTransport({"a.sim": answer("a"), "b.sim": answer("b"),
+                                "b.sim:9000": answer("b9000")})
+    async with httpx.AsyncClient(transport=routing) as client:
+        assert (await client.get("http://a.sim/")).text == "a"
+        assert (await client.get("http://B.SIM/")).text == "b"
+        assert (await client.get("http://b.sim:9000/")).text == "b9000"
+        with pytest.raises(NoRouteError, match=r"no transport for host 'c.sim' \(routes: a.sim, "):
+            await client.get("http://c.sim/")
+
+
+async def test_closing_a_client_leaves_a_shared_routing_transport_usable() -> None:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    routing = RoutingTransport({"a.sim": ASGITransport(app)})
+    async with httpx.AsyncClient(transport=routing) as first:
+        await first.get("http://a.sim/")
+    async with httpx.AsyncClient(transport=routing) as second:
+        assert (await second.get("http://a.sim/")).status_code == 204
+
+
+def test_httpx_asgi_transport_is_not_used_anywhere() -> None:
+    # Code, not prose: an attribute access `httpx.ASGITransport` or an import of the name.
+    root = pathlib.Path(coreagent_sdk.__file__).parent.parent
+    offenders = []
+    for folder in ("coreagent_sdk", "simulator", "tests", "bench"):
+        for path in (root / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Attribute) and node.attr == "ASGITransport" and (
+                    isinstance(node.value, ast.Name) and node.value.id == "httpx"
+                ):
+                    offenders.append(f"{path}:{node.lineno}")
+                if isinstance(node, ast.ImportFrom) and node.module == "httpx" and any(
+                    a.name == "ASGITransport" for a in node.names
+                ):
+                    offenders.append(f"{path}:{node.lineno}")
+    assert offenders == []
