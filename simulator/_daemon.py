@@ -389,12 +389,30 @@ class Daemon:
 
     def capabilities_frame(self, request: Request) -> bytes:
         who = self.identify(request)
+        host = request.headers.get("host", f"{self.name}.sim")
         payload: dict[str, Any] = {
             "protocol_version": PROTOCOL_VERSION,
             "event_types": list(_EVENT_TYPES),
             "server": "coreagent-sdk-simulator/0.1.0",
-            "features": {"multi_session": self.multi_session, "peers": self.registry is not None},
-            "agent": {"name": self.name, "model": self.model},
+            # The feature names a daemon advertises (fixture capabilities-v1.4.0.json).
+            "features": {
+                "cost_ceiling": False,
+                "cross_daemon": self.registry is not None,
+                "interrupt": False,
+                "mcp": False,
+                "multi_session": self.multi_session,
+                "observer_mode": False,
+                "perms_stream": False,
+                "specialists": False,
+            },
+            "slash_commands": ["compact", "done"],
+            "agent": {
+                "name": self.name,
+                "version": "v0.1.0-sim",
+                "description": f"Simulated core-agent daemon {self.name!r}.",
+                "model": self.model,
+                "url": f"{request.url.scheme}://{host}",
+            },
         }
         if who is not None and who is not ANONYMOUS:
             payload["caller_id"] = who.name
@@ -402,7 +420,14 @@ class Daemon:
 
     def status_frame(self) -> bytes:
         return encode_sse(
-            "status-update", {"model": self.model, "provider": self.provider, "turn_state": "idle"}
+            "status-update",
+            {
+                "model": self.model,
+                "provider": self.provider,
+                "perm_mode": "default",
+                "turn_state": "idle",
+                "context_pct": 0,
+            },
         )
 
     # --- sessions ---------------------------------------------------------

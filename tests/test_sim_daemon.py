@@ -1,0 +1,329 @@
+"""The simulated daemon on the wire, through raw httpx (no SDK client), in-process and on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any
+
+import httpx
+import pytest
+
+from simulator import FakeClock, Fleet, Identity, behaviors
+
+from .conftest import ReachFactory, load_fixture
+from .test_endpoint import HOSTILE
+
+JSON = {"Content-Type": "application/json"}
+ALICE, BOB, ROOT = "tok-alice", "tok-bob", "tok-root"
+TOKENS = {ALICE: "alice", BOB: "bob", ROOT: Identity("root", admin=True)}
+FRAME = re.compile(rb"event: ([a-z-]+)\ndata: ([^\n]+)\n\n")
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [keys(v) for v in value[:1]]
+    return None
+
+
+async def read_frames(http: httpx.AsyncClient, url: str, count: int, *,
+                      after: Any = None, headers: dict[str, str] | None = None) -> bytes:
+    """The raw bytes of the first `count` frames of a stream (after running `after()`)."""
+    buf = b""
+    async with asyncio.timeout(5), http.stream("GET", url, headers=headers) as response:
+        assert response.status_code == 200, response.status_code
+        assert response.headers["content-type"].startswith("text/event-stream")
+        started = False
+        async for chunk in response.aiter_bytes():
+            buf += chunk
+            if not started and after is not None:
+                started = True
+                await after()
+            if len(FRAME.findall(buf)) >= count:
+                break
+    return buf
+
+
+@pytest.fixture
+async def open_fleet(make_reach: ReachFactory):
+    fleet = Fleet()
+    fleet.add_peer("prod-1", behaviors.narrate(["listing nodes"], "3 nodes ready"),
+                   labels={"cluster": "prod-1"})
+    fleet.add_peer("solo", multi_session=False)
+    reach = await make_reach(fleet)
+    async with httpx.AsyncClient(transport=reach.transport) as http:
+        yield reach, http
+
+
+@pytest.fixture
+async def locked_fleet(make_reach: ReachFactory):
+    clock = FakeClock()
+    fleet = Fleet(tokens=TOKENS, clock=clock)
+    fleet.add_peer("prod-1", token=ALICE)
+    reach = await make_reach(fleet)
+    async with httpx.AsyncClient(transport=reach.transport) as http:
+        yield reach, http, clock
+
+
+# --- sessions ---------------------------------------------------------------
+
+
+async def test_session_answers_have_the_fixture_keys(open_fleet) -> None:
+    reach, http = open_fleet
+    base = reach.url("prod-1")
+    created = await http.post(f"{base}/sessions", headers=JSON)
+    assert created.status_code == 201
+    assert keys(created.json()) == keys(load_fixture("rest-create-session-v1.json"))
+    body = created.json()
+    assert body["url"] == f"{base}/sessions/{body['app']}/{body['sessionID']}"
+    path = f"{base}/sessions/{body['app']}/{body['sessionID']}"
+    injected = await http.post(f"{path}/inject", headers=JSON, json={"message": "hi"})
+    assert injected.status_code == 200
+    assert keys(injected.json()) == keys(load_fixture("rest-inject-v2.json"))
+    listed = await http.get(f"{base}/sessions")
+    assert listed.status_code == 200
+    assert keys(listed.json()) == keys(load_fixture("rest-sessions-list-v1.json"))
+
+
+async def test_whoami_has_the_fixture_keys(locked_fleet) -> None:
+    reach, http, _ = locked_fleet
+    answer = await http.get(f"{reach.url('hub')}/whoami", headers=bearer(ROOT))
+    assert answer.status_code == 200
+    expected = keys(load_fixture("rest-whoami-v1.json"))
+    del expected["proxy_by"]  # present only when a proxy asserted the identity
+    assert keys(answer.json()) == expected
+    assert answer.json()["identity"] == "root" and answer.json()["admin"] is True
+
+
+async def test_the_stream_is_framed_byte_for_byte_with_capabilities_first(open_fleet) -> None:
+    reach, http = open_fleet
+    base = reach.url("prod-1")
+    created = (await http.post(f"{base}/sessions", headers=JSON)).json()
+    path = f"{base}/sessions/{created['app']}/{created['sessionID']}"
+
+    async def inject() -> None:
+        answer = await http.post(f"{path}/inject", headers=JSON, json={"message": "nodes?"})
+        assert answer.status_code == 200
+
+    raw = await read_frames(http, f"{path}/events", 10, after=inject)
+    frames = FRAME.findall(raw)
+    # Nothing but whole frames, back to back, each data line compact JSON as Go writes it.
+    assert raw.startswith(b"".join(b"event: %s\ndata: %s\n\n" % f for f in frames))
+    for _, data in frames:
+        compact = json.dumps(json.loads(data), separators=(",", ":"), ensure_ascii=False)
+        assert compact.encode() == data
+    events = [e.decode() for e, _ in frames]
+    assert events[:2] == ["capabilities", "status-update"]
+    assert events[2:] == ["inbox", "inbox", "agent", "agent", "agent", "agent", "turn-complete",
+                          "usage-update"]
+    payloads = [json.loads(d) for _, d in frames]
+    assert keys(payloads[0]) == keys({k: v for k, v in load_fixture("capabilities-v1.4.0.json")
+                                      .items() if k != "caller_id"})
+    status_keys = keys(load_fixture("status-update-with-capabilities-v1.4.0.json"))
+    del status_keys["capabilities"]  # the merge is sent only when capabilities change
+    assert keys(payloads[1]) == status_keys
+    fixture_event = load_fixture("rest-subagent-events-v1.json")["events"][0]
+    for payload in payloads[4:8]:
+        assert set(payload) == {"seq", "event"}
+        assert set(payload["event"]) == set(fixture_event["event"])
+    user, narration, result, final = (p["event"] for p in payloads[4:8])
+    assert user["Author"] == "user" and user["Content"]["parts"] == [{"text": "nodes?"}]
+    assert "functionCall" in narration["Content"]["parts"][1]
+    assert "functionResponse" in result["Content"]["parts"][0]
+    assert final["Content"]["parts"] == [{"text": "3 nodes ready"}] and not final["Partial"]
+
+
+async def test_a_protected_daemon_puts_the_caller_in_capabilities(locked_fleet) -> None:
+    reach, http, _ = locked_fleet
+    base = reach.url("prod-1")
+    created = (await http.post(f"{base}/sessions", headers={**JSON, **bearer(BOB)})).json()
+    raw = await read_frames(http, f"{base}/sessions/{created['sessionID']}/events", 1,
+                            headers=bearer(BOB))
+    caps = json.loads(FRAME.findall(raw)[0][1])
+    assert keys(caps) == keys(load_fixture("capabilities-v1.4.0.json"))
+    assert caps["caller_id"] == "bob"
+
+
+async def test_since_replays_the_recorded_agent_events(open_fleet) -> None:
+    reach, http = open_fleet
+    base = reach.url("prod-1")
+    created = (await http.post(f"{base}/sessions", headers=JSON)).json()
+    path = f"{base}/sessions/{created['sessionID']}"
+
+    async def inject() -> None:
+        await http.post(f"{path}/inject", headers=JSON, json={"message": "nodes?"})
+
+    await read_frames(http, f"{path}/events", 10, after=inject)
+    replay = await read_frames(http, f"{path}/events?since=2", 4)
+    seqs = [json.loads(d)["seq"] for e, d in FRAME.findall(replay) if e == b"agent"]
+    assert seqs == [3, 4]
+
+
+@pytest.mark.parametrize(
+    ("header", "status"), [("2.0.0", 409), ("one.two", 400), ("1.0.0", 200)]
+)
+async def test_the_protocol_version_header_is_checked_and_echoed(open_fleet, header, status) -> None:
+    reach, http = open_fleet
+    base = reach.url("prod-1")
+    created = (await http.post(f"{base}/sessions", headers=JSON)).json()
+    url = f"{base}/sessions/{created['sessionID']}/events"
+    async with http.stream("GET", url, headers={"X-Attach-Protocol-Version": header}) as answer:
+        assert answer.status_code == status
+        assert answer.headers["x-attach-protocol-version"] == "1.10.0"
+
+
+async def test_status_codes_of_the_session_routes(open_fleet) -> None:
+    reach, http = open_fleet
+    base = reach.url("prod-1")
+    sid = (await http.post(f"{base}/sessions", headers=JSON)).json()["sessionID"]
+    inject = f"{base}/sessions/{sid}/inject"
+    assert (await http.post(f"{base}/sessions")).status_code == 415  # no Content-Type
+    assert (await http.post(inject, content=b'{"message":"x"}')).status_code == 415
+    assert (await http.post(inject, headers=JSON, json={"message": "  "})).status_code == 400
+    assert (await http.post(inject, headers=JSON, content=b"{nope")).status_code == 400
+    big = {"message": "x" * (8 * 1024)}
+    assert (await http.post(inject, headers=JSON, json=big)).status_code == 413
+    missing = f"{base}/sessions/s-missing/inject"
+    assert (await http.post(missing, headers=JSON, json={"message": "x"})).status_code == 404
+    async with http.stream("GET", f"{base}/sessions/s-missing/events") as answer:
+        assert answer.status_code == 404
+    async with http.stream("GET", f"{base}/sessions/{sid}/events?since=-1") as answer:
+        assert answer.status_code == 400
+    solo = await http.post(f"{reach.url('solo')}/sessions", headers=JSON)
+    assert solo.status_code == 501 and "attach.multi_session.enabled" in solo.text
+    assert (await http.get(f"{base}/peers")).status_code == 404  # not a hub
+
+
+async def test_a_protected_daemon_answers_401_with_the_bearer_challenge(locked_fleet) -> None:
+    reach, http, _ = locked_fleet
+    for url in (f"{reach.url('prod-1')}/sessions", f"{reach.url('hub')}/peers"):
+        for headers in ({}, bearer("wrong")):
+            answer = await http.post(url, headers={**JSON, **headers}, json={})
+            assert answer.status_code == 401
+            assert answer.headers["www-authenticate"] == 'Bearer realm="attach"'
+    by_header = await http.post(f"{reach.url('prod-1')}/sessions",
+                                headers={**JSON, "X-Attach-Token": ALICE, **bearer("wrong")})
+    assert by_header.status_code == 201  # X-Attach-Token wins over Authorization
+
+
+# --- the hub ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("endpoint", HOSTILE)
+async def test_the_hub_refuses_a_hostile_endpoint(open_fleet, endpoint) -> None:
+    reach, http = open_fleet
+    answer = await http.post(f"{reach.url('hub')}/peers", headers=JSON,
+                             json={"name": "evil", "endpoint": endpoint})
+    assert answer.status_code == 400
+    assert "evil" not in [p["name"] for p in (await http.get(f"{reach.url('hub')}/peers"))
+                          .json()["peers"]]
+
+
+async def test_the_hub_refuses_a_registration_without_name_or_endpoint(open_fleet) -> None:
+    reach, http = open_fleet
+    hub = f"{reach.url('hub')}/peers"
+    assert (await http.post(hub, headers=JSON, json={"endpoint": "http://x"})).status_code == 400
+    assert (await http.post(hub, headers=JSON, json={"name": "x"})).status_code == 400
+    assert (await http.post(hub, headers=JSON, json=[1])).status_code == 400
+    huge = {"name": "x", "endpoint": "http://x", "labels": {"k": "v" * 16 * 1024}}
+    assert (await http.post(hub, headers=JSON, json=huge)).status_code == 413
+
+
+async def test_peers_are_sorted_and_filtered_by_labels(open_fleet) -> None:
+    reach, http = open_fleet
+    hub = f"{reach.url('hub')}/peers"
+    await http.post(hub, headers=JSON, json={"name": "a-first", "endpoint": "http://a:1",
+                                             "labels": {"cluster": "dev", "tier": "x"}})
+    names = [p["name"] for p in (await http.get(hub)).json()["peers"]]
+    assert names == sorted(names) and {"a-first", "prod-1", "solo"} <= set(names)
+    only = (await http.get(hub, params=[("label", "cluster=dev"), ("label", "tier=x")])).json()
+    assert [p["name"] for p in only["peers"]] == ["a-first"]
+    assert (await http.get(hub, params={"label": "nokey"})).status_code == 400
+
+
+async def test_the_hub_redacts_registration_ids_from_non_owners(locked_fleet) -> None:
+    reach, http, _ = locked_fleet
+    hub = f"{reach.url('hub')}/peers"
+    mine = await http.post(hub, headers={**JSON, **bearer(BOB)},
+                           json={"name": "bobs", "endpoint": "http://bobs:1"})
+    assert mine.status_code == 201
+    record = mine.json()
+    assert set(record) == {"registration_id", "name", "endpoint", "registered_at",
+                           "last_heartbeat", "lease_expires_at"}
+
+    async def seen_by(token: str) -> dict[str, str]:
+        peers = (await http.get(hub, headers=bearer(token))).json()["peers"]
+        return {p["name"]: p["registration_id"] for p in peers}
+
+    assert (await seen_by(BOB))["bobs"] == record["registration_id"]
+    assert (await seen_by(ALICE))["bobs"] == ""
+    assert (await seen_by(ALICE))["prod-1"] != ""  # alice owns prod-1
+    assert (await seen_by(ROOT))["bobs"] == record["registration_id"]
+
+
+async def test_only_the_owner_or_an_admin_may_deregister(locked_fleet) -> None:
+    reach, http, _ = locked_fleet
+    hub = f"{reach.url('hub')}/peers"
+    rid = (await http.post(hub, headers={**JSON, **bearer(BOB)},
+                           json={"name": "bobs", "endpoint": "http://bobs:1"})).json()["registration_id"]
+    assert (await http.delete(f"{hub}/{rid}", headers={**JSON, **bearer(ALICE)})).status_code == 403
+    assert (await http.delete(f"{hub}/{rid}", headers={**JSON, **bearer(BOB)})).status_code == 204
+    assert (await http.delete(f"{hub}/{rid}", headers={**JSON, **bearer(BOB)})).status_code == 204  # idempotent
+    rid2 = (await http.post(hub, headers={**JSON, **bearer(BOB)},
+                            json={"name": "bobs", "endpoint": "http://bobs:1"})).json()["registration_id"]
+    assert (await http.delete(f"{hub}/{rid2}", headers={**JSON, **bearer(ROOT)})).status_code == 204
+
+
+async def test_an_expired_lease_is_pruned_and_its_heartbeat_is_404(locked_fleet) -> None:
+    reach, http, clock = locked_fleet
+    hub = f"{reach.url('hub')}/peers"
+    record = (await http.post(hub, headers={**JSON, **bearer(BOB)},
+                              json={"name": "short", "endpoint": "http://s:1",
+                                    "heartbeat_ttl_sec": 10})).json()
+    clock.advance(9)
+    beat = await http.post(f"{hub}/{record['registration_id']}/heartbeat",
+                           headers={**JSON, **bearer(BOB)})
+    assert beat.status_code == 200
+    assert beat.json()["lease_expires_at"] > record["lease_expires_at"]
+    clock.advance(10.5)
+    names = [p["name"] for p in (await http.get(hub, headers=bearer(BOB))).json()["peers"]]
+    assert "short" not in names
+    gone = await http.post(f"{hub}/{record['registration_id']}/heartbeat",
+                           headers={**JSON, **bearer(BOB)})
+    assert gone.status_code == 404
+
+
+async def test_a_lease_is_clamped_to_five_minutes(locked_fleet) -> None:
+    reach, http, clock = locked_fleet
+    hub = f"{reach.url('hub')}/peers"
+    await http.post(hub, headers={**JSON, **bearer(BOB)},
+                    json={"name": "long", "endpoint": "http://l:1", "heartbeat_ttl_sec": 3600})
+    clock.advance(301)
+    names = [p["name"] for p in (await http.get(hub, headers=bearer(BOB))).json()["peers"]]
+    assert "long" not in names
+
+
+async def test_re_registering_a_name_replaces_it_with_a_new_id(open_fleet) -> None:
+    reach, http = open_fleet
+    hub = f"{reach.url('hub')}/peers"
+    first = (await http.post(hub, headers=JSON, json={"name": "dup", "endpoint": "http://a:1"})).json()
+    second = (await http.post(hub, headers=JSON, json={"name": "dup", "endpoint": "http://b:2"})).json()
+    assert first["registration_id"] != second["registration_id"]
+    dups = [p for p in (await http.get(hub)).json()["peers"] if p["name"] == "dup"]
+    assert [p["endpoint"] for p in dups] == ["http://b:2"]
+    stale = await http.post(f"{hub}/{first['registration_id']}/heartbeat", headers=JSON)
+    assert stale.status_code == 404
+
+
+async def test_served_peers_are_listed_at_their_loopback_endpoints(open_fleet) -> None:
+    reach, http = open_fleet
+    listed = {p["name"]: p["endpoint"] for p in
+              (await http.get(f"{reach.url('hub')}/peers")).json()["peers"]}
+    assert listed["prod-1"] == reach.url("prod-1")
