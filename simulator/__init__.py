@@ -26,8 +26,8 @@ from ._faults import Faults
 from ._fleet import Fleet, ServedFleet
 from ._registry import DEFAULT_TTL, MAX_TTL, Identity, PeerRegistry
 from ._runtime import (
-    SimulatedBuildError,
     SimulatedBuilder,
+    SimulatedBuildError,
     SimulatedConfigLoader,
     SimulatedRuntime,
 )

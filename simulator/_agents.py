@@ -15,7 +15,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from coreagent_sdk._wire import AgentEvent, AgentFrame, Content, FunctionCall, FunctionResponse, Part
+from coreagent_sdk._wire import (
+    AgentEvent,
+    AgentFrame,
+    Content,
+    FunctionCall,
+    FunctionResponse,
+    Part,
+)
 from coreagent_sdk._wire import TurnError as TurnErrorFrame
 
 __all__ = [
@@ -71,8 +78,14 @@ class Turn:
         self.invocation_id = invocation_id
         self.tokens_out = 0
 
-    def _event(self, parts: Sequence[Part], *, partial: bool = False, role: str = "model",
-               author: str | None = None) -> AgentFrame:
+    def _event(
+        self,
+        parts: Sequence[Part],
+        *,
+        partial: bool = False,
+        role: str = "model",
+        author: str | None = None,
+    ) -> AgentFrame:
         event = AgentEvent(
             content=Content(role=role, parts=tuple(parts)),
             partial=partial,
@@ -89,8 +102,9 @@ class Turn:
         self._event([Part(text=text)])
         await asyncio.sleep(0)
 
-    async def narrate(self, text: str, tool: str | None = None, args: dict[str, Any] | None = None
-                      ) -> None:
+    async def narrate(
+        self, text: str, tool: str | None = None, args: dict[str, Any] | None = None
+    ) -> None:
         """Narration, optionally with a tool call in the same event (it does not end the turn)."""
         parts = [Part(text=text)]
         if tool is not None:
@@ -108,14 +122,23 @@ class Turn:
         await asyncio.sleep(0)
 
     async def tool_result(self, name: str, response: dict[str, Any]) -> None:
-        self._event([Part(function_response=FunctionResponse(name=name, response=response))],
-                    role="user")
+        self._event(
+            [Part(function_response=FunctionResponse(name=name, response=response))], role="user"
+        )
         await asyncio.sleep(0)
 
-    async def error(self, kind: str, message: str, retryable: bool = False,
-                    code: str | None = None, hint: str | None = None) -> None:
+    async def error(
+        self,
+        kind: str,
+        message: str,
+        retryable: bool = False,
+        code: str | None = None,
+        hint: str | None = None,
+    ) -> None:
         """Send `turn-error` and end the turn."""
-        frame = TurnErrorFrame(kind=kind, message=message, retryable=retryable, code=code, hint=hint)
+        frame = TurnErrorFrame(
+            kind=kind, message=message, retryable=retryable, code=code, hint=hint
+        )
         self._session.publish("turn-error", frame.to_dict())
         raise TurnFailed(message)
 
@@ -152,7 +175,9 @@ def narrate(steps: Sequence[str], answer: str, tool: str = "kubectl") -> Behavio
     async def run(turn: Turn) -> None:
         for i, step in enumerate(steps):
             await turn.narrate(step, tool=tool, args={"step": i})
-            await turn.tool_result(tool, {"output": f"step {i} ok", "secret_args": "not for callers"})
+            await turn.tool_result(
+                tool, {"output": f"step {i} ok", "secret_args": "not for callers"}
+            )
         await turn.say(answer)
 
     return run
@@ -195,8 +220,9 @@ def never_finish(narration: str = "working on it") -> Behavior:
     return run
 
 
-def fail(kind: str = "unknown", message: str = "simulated failure", retryable: bool = False
-         ) -> Behavior:
+def fail(
+    kind: str = "unknown", message: str = "simulated failure", retryable: bool = False
+) -> Behavior:
     """End the turn with a `turn-error` of this kind."""
 
     async def run(turn: Turn) -> None:

@@ -27,7 +27,7 @@ from coreagent_sdk import PROTOCOL_VERSION, Clock, SystemClock
 from coreagent_sdk._wire import AgentEvent, AgentFrame, Content, Part, encode_sse
 
 from ._agents import Behavior, Turn, TurnAbandoned, TurnFailed, echo
-from ._faults import Faults, FaultInjector
+from ._faults import FaultInjector, Faults
 from ._registry import ANONYMOUS, Identity, PeerRegistry, RegistryError, rfc3339
 
 __all__ = ["MAX_INJECT_BYTES", "MAX_REGISTER_BYTES", "Daemon"]
@@ -145,7 +145,10 @@ class _Session:
             )
         )
         turn = Turn(
-            self, agent=self.daemon.name, prompt=message, prompt_id=prompt_id,
+            self,
+            agent=self.daemon.name,
+            prompt=message,
+            prompt_id=prompt_id,
             invocation_id=invocation,
         )
         try:
@@ -154,8 +157,8 @@ class _Session:
             return
         except Exception as exc:  # a behaviour bug is the peer's turn error, as on a daemon
             self.publish(
-                "turn-error", {"kind": "unknown", "message": f"behaviour raised {exc!r}",
-                               "retryable": False}
+                "turn-error",
+                {"kind": "unknown", "message": f"behaviour raised {exc!r}", "retryable": False},
             )
             return
         tokens_in = max(1, len(message) // 4)
@@ -218,7 +221,8 @@ class _EventsEndpoint:
                 return
             if declared.split(".")[0] != PROTOCOL_VERSION.split(".")[0]:
                 await _text(
-                    409, f"protocol version {declared} is not compatible with {PROTOCOL_VERSION}",
+                    409,
+                    f"protocol version {declared} is not compatible with {PROTOCOL_VERSION}",
                     version_headers,
                 )(scope, receive, send)
                 return
@@ -263,7 +267,9 @@ class _EventsEndpoint:
                 if data is _CLOSE:
                     break
                 if faults.malformed_frames:
-                    await send({"type": "http.response.body", "body": _MALFORMED, "more_body": True})
+                    await send(
+                        {"type": "http.response.body", "body": _MALFORMED, "more_body": True}
+                    )
                 await send({"type": "http.response.body", "body": data, "more_body": True})
                 sent += 1
                 if faults.drop_streams_after is not None and sent >= faults.drop_streams_after:
@@ -438,8 +444,9 @@ class Daemon:
             return refused
         if not self.multi_session:
             return _text(
-                501, "multi-session is not enabled: start the daemon with "
-                "attach.multi_session.enabled: true"
+                501,
+                "multi-session is not enabled: start the daemon with "
+                "attach.multi_session.enabled: true",
             )
         who = self.identify(request) or ANONYMOUS
         sid = f"s-{next(self._ids):04d}{secrets.token_hex(3)}"

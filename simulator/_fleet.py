@@ -110,7 +110,10 @@ class Fleet:
                 )
             owner = identity.name
         daemon = Daemon(
-            name, behavior=behavior, multi_session=multi_session, tokens=self.tokens,
+            name,
+            behavior=behavior,
+            multi_session=multi_session,
+            tokens=self.tokens,
             clock=self.clock,
         )
         self._mount(name, daemon)
@@ -146,8 +149,12 @@ class Fleet:
     ) -> HubDirectory:
         """A `HubDirectory` over this fleet's hub, in-process."""
         return HubDirectory(
-            self.hub_url, transport=self.transport, token=token, token_env=token_env,
-            labels=labels, environ=environ,
+            self.hub_url,
+            transport=self.transport,
+            token=token,
+            token_env=token_env,
+            labels=labels,
+            environ=environ,
         )
 
     def call_peer(self, **kwargs: Any) -> CallPeer:
@@ -222,12 +229,21 @@ class ServedFleet:
         try:
             for i, (name, daemon) in enumerate(self.fleet.daemons.items()):
                 family = socket.AF_INET6 if ":" in host else socket.AF_INET
-                sock = socket.socket(family, socket.SOCK_STREAM)
+                # proto=IPPROTO_TCP matters: asyncio turns Nagle off (TCP_NODELAY) only for
+                # sockets that say they are TCP, and with Nagle on every small SSE frame
+                # waits out the client's delayed ACK (~40 ms a turn).
+                sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 sock.bind((host, port + i if port else 0))
                 config = uvicorn.Config(
-                    daemon.app, interface="asgi3", lifespan="off", log_config=None,
-                    access_log=False, timeout_graceful_shutdown=2,
+                    daemon.app,
+                    interface="asgi3",
+                    lifespan="off",
+                    log_config=None,
+                    access_log=False,
+                    timeout_graceful_shutdown=2,
+                    timeout_keep_alive=30,
                 )
                 server = server_class(config)
                 task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))

@@ -68,7 +68,9 @@ class SimulatedRuntime:
 class SimulatedBuilder:
     """Builds `SimulatedRuntime`s after `latency` seconds; fails at `failure_rate` (seeded)."""
 
-    def __init__(self, latency: float = 0.0, failure_rate: float = 0.0, seed: int | None = 0) -> None:
+    def __init__(
+        self, latency: float = 0.0, failure_rate: float = 0.0, seed: int | None = 0
+    ) -> None:
         if not 0.0 <= failure_rate <= 1.0:
             raise ValueError(f"simulator: failure_rate must be in [0, 1], got {failure_rate!r}")
         self.latency = latency

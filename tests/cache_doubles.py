@@ -11,8 +11,9 @@ from coreagent_sdk import AgentConfig
 class Instance:
     """What a builder returns; counts its closes. `kind` picks the close method it offers."""
 
-    def __init__(self, cfg: AgentConfig, serial: int, kind: str = "aclose",
-                 close_error: bool = False) -> None:
+    def __init__(
+        self, cfg: AgentConfig, serial: int, kind: str = "aclose", close_error: bool = False
+    ) -> None:
         self.cfg = cfg
         self.serial = serial
         self.close_calls = 0

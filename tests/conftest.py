@@ -17,8 +17,11 @@ pytest_plugins = ["pytester"]
 _HERE = Path(__file__).resolve().parent
 # The daemon's own fixtures: ../shared/conformance beside the checkout, or a vendored copy.
 CONFORMANCE = next(
-    (p for p in (_HERE.parent.parent / "shared" / "conformance", _HERE / "conformance")
-     if p.is_dir()),
+    (
+        p
+        for p in (_HERE.parent.parent / "shared" / "conformance", _HERE / "conformance")
+        if p.is_dir()
+    ),
     _HERE / "conformance",
 )
 
@@ -33,6 +36,7 @@ class Reach:
     def __init__(self, fleet: Fleet, served: ServedFleet | None) -> None:
         self.fleet = fleet
         self.served = served
+        self.made: list[Any] = []  # tools and directories, closed at teardown
 
     @property
     def mode(self) -> str:
@@ -46,29 +50,39 @@ class Reach:
         return None if self.served else self.fleet.transport
 
     def directory(self, labels: Mapping[str, str] | None = None, **kw: Any) -> HubDirectory:
-        return HubDirectory(self.url("hub"), transport=self.transport, labels=labels, **kw)
+        made = HubDirectory(self.url("hub"), transport=self.transport, labels=labels, **kw)
+        self.made.append(made)
+        return made
 
     def call_peer(self, **kw: Any) -> CallPeer:
         directory = kw.pop("directory", None) or self.directory(
             token_env=kw.get("token_env"), environ=kw.get("environ")
         )
         kw.setdefault("transport", self.transport)
-        return CallPeer(directory, **kw)
+        made = CallPeer(directory, **kw)
+        self.made.append(made)
+        return made
+
+    async def aclose(self) -> None:
+        for made in self.made:
+            await made.aclose()
+        await self.fleet.aclose()
 
 
 class ReachFactory:
     def __init__(self, mode: str) -> None:
         self.mode = mode
-        self._made: list[tuple[Fleet, ServedFleet | None]] = []
+        self._made: list[Reach] = []
 
     async def __call__(self, fleet: Fleet) -> Reach:
         served = await fleet.serve() if self.mode == "loopback" else None
-        self._made.append((fleet, served))
-        return Reach(fleet, served)
+        reach = Reach(fleet, served)
+        self._made.append(reach)
+        return reach
 
     async def aclose(self) -> None:
-        for fleet, _ in self._made:
-            await fleet.aclose()
+        for reach in self._made:
+            await reach.aclose()
 
 
 @pytest.fixture(params=["in-process", "loopback"])

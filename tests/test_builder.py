@@ -28,7 +28,9 @@ class Vault:
             ("sales", "kubectl"): {"KUBECONFIG": "sales-kube"},
         }
 
-    async def resolve_secrets(self, agent_id: str, skill_names: tuple[str, ...]) -> Mapping[str, str]:
+    async def resolve_secrets(
+        self, agent_id: str, skill_names: tuple[str, ...]
+    ) -> Mapping[str, str]:
         self.asked.append((agent_id, tuple(skill_names)))
         out: dict[str, str] = {}
         for skill in skill_names:
@@ -40,10 +42,14 @@ def spec_factory(spec: RuntimeSpec) -> RuntimeSpec:
     return spec
 
 
-OPS = AgentConfig(id="ops", slug="ops", name="Ops", persona="  You run the cluster.  ",
-                  skills=("kubectl", "pager", "kubectl"))
-SALES = AgentConfig(id="sales", slug="sales", model="big-model", provider="vendor",
-                    skills=("crm",))
+OPS = AgentConfig(
+    id="ops",
+    slug="ops",
+    name="Ops",
+    persona="  You run the cluster.  ",
+    skills=("kubectl", "pager", "kubectl"),
+)
+SALES = AgentConfig(id="sales", slug="sales", model="big-model", provider="vendor", skills=("crm",))
 
 
 async def test_the_persona_becomes_the_system_prompt_and_defaults_fill_the_model() -> None:
@@ -66,7 +72,9 @@ async def test_only_the_agents_own_skills_are_selected_from_the_catalog() -> Non
 
 async def test_an_unknown_skill_is_an_error_naming_the_available_ones() -> None:
     builder = AgentBuilder(BuilderConfig(spec_factory, skill_catalog={"crm": 1}))
-    with pytest.raises(ValueError, match=r"unknown skill\(s\) 'kubectl', 'pager' \(available: crm\)"):
+    with pytest.raises(
+        ValueError, match=r"unknown skill\(s\) 'kubectl', 'pager' \(available: crm\)"
+    ):
         await builder.build(OPS)
 
 

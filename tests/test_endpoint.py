@@ -34,8 +34,14 @@ def test_a_hostile_or_malformed_endpoint_is_refused_with_a_reason(url: str) -> N
 
 
 @pytest.mark.parametrize(
-    "url", ["http://prod-1.sim", "https://agents.example.com:8443/base", "http://127.0.0.1:8844",
-            "HTTP://UPPER.example", "http://[::1]:80"]
+    "url",
+    [
+        "http://prod-1.sim",
+        "https://agents.example.com:8443/base",
+        "http://127.0.0.1:8844",
+        "HTTP://UPPER.example",
+        "http://[::1]:80",
+    ],
 )
 def test_an_absolute_http_url_with_a_host_is_accepted(url: str) -> None:
     assert endpoint_problem(url) is None

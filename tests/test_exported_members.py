@@ -8,16 +8,61 @@ import simulator
 import simulator.behaviors
 
 SDK = {
-    "ASGITransport", "AgentBuilder", "AgentConfig", "AgentEvent", "AgentFrame", "AllowList",
-    "AttachClient", "Builder", "BuilderConfig", "CacheEvent", "CacheStats", "CallPeer",
-    "CallPeerEvent", "CallPeerResult", "Capabilities", "Clock", "ConfigLoader",
-    "DEFAULT_MAX_INSTANCES", "DEFAULT_MAX_RESPONSE_BYTES", "DEFAULT_TIMEOUT", "DEFAULT_TOOL_NAME",
-    "Directory", "DirectoryFunc", "FakeClock", "Frame", "Gate", "HubDirectory", "Inbox",
-    "InjectResult", "MAX_LINE_BYTES", "MAX_TIMEOUT", "ModelDefaults", "PROTOCOL_VERSION", "Pause",
-    "Peer", "PeerRecord", "PeerRegistration", "RegistrationEvent", "RoutingTransport",
-    "RuntimeCache", "RuntimeSpec", "SecretSource", "SessionCreated", "SessionInfo",
-    "StaticDirectory", "StatusUpdate", "SystemClock", "TurnComplete", "TurnError", "UsageUpdate",
-    "Wake", "WhoAmI", "__version__", "endpoint_problem", "run_sync",
+    "ASGITransport",
+    "AgentBuilder",
+    "AgentConfig",
+    "AgentEvent",
+    "AgentFrame",
+    "AllowList",
+    "AttachClient",
+    "Builder",
+    "BuilderConfig",
+    "CacheEvent",
+    "CacheStats",
+    "CallPeer",
+    "CallPeerEvent",
+    "CallPeerResult",
+    "Capabilities",
+    "Clock",
+    "ConfigLoader",
+    "DEFAULT_MAX_INSTANCES",
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "DEFAULT_TIMEOUT",
+    "DEFAULT_TOOL_NAME",
+    "Directory",
+    "DirectoryFunc",
+    "FakeClock",
+    "Frame",
+    "Gate",
+    "HubDirectory",
+    "Inbox",
+    "InjectResult",
+    "MAX_LINE_BYTES",
+    "MAX_TIMEOUT",
+    "ModelDefaults",
+    "PROTOCOL_VERSION",
+    "Pause",
+    "Peer",
+    "PeerRecord",
+    "PeerRegistration",
+    "RegistrationEvent",
+    "RoutingTransport",
+    "RuntimeCache",
+    "RuntimeSpec",
+    "SecretSource",
+    "SessionCreated",
+    "SessionInfo",
+    "StaticDirectory",
+    "StatusUpdate",
+    "SystemClock",
+    "TurnComplete",
+    "TurnError",
+    "UsageUpdate",
+    "Wake",
+    "WhoAmI",
+    "__version__",
+    "endpoint_problem",
+    "run_sync",
 }
 
 
@@ -50,8 +95,14 @@ def test_every_error_derives_from_core_agent_error() -> None:
         value = getattr(errors, name)
         if isinstance(value, type):
             assert issubclass(value, errors.CoreAgentError), name
-    for name in ("UnknownPeerError", "PeerTurnError", "PeerTimeoutError", "StreamEndedError",
-                 "TokenUnsetError", "PermissionDeniedError"):
+    for name in (
+        "UnknownPeerError",
+        "PeerTurnError",
+        "PeerTimeoutError",
+        "StreamEndedError",
+        "TokenUnsetError",
+        "PermissionDeniedError",
+    ):
         assert issubclass(getattr(errors, name), errors.CallPeerError), name
 
 
@@ -60,8 +111,17 @@ def test_the_simulator_exports_fleet_and_behaviors() -> None:
         simulator.__all__
     )
     assert set(simulator.behaviors.__all__) == {
-        "Behavior", "Turn", "custom", "drop_stream", "echo", "fail", "narrate", "never_finish",
-        "reply", "slow", "stream",
+        "Behavior",
+        "Turn",
+        "custom",
+        "drop_stream",
+        "echo",
+        "fail",
+        "narrate",
+        "never_finish",
+        "reply",
+        "slow",
+        "stream",
     }
 
 

@@ -29,7 +29,7 @@ def assert_resident_or_closed_once(cache: RuntimeCache, builder: Builder) -> Non
 
 
 async def test_the_first_call_builds_and_later_calls_hit() -> None:
-    cache, loader, builder = make("a")
+    cache, loader, _ = make("a")
     first = await cache.processor("a")
     assert await cache.processor("a") is first
     stats = cache.stats
@@ -192,7 +192,7 @@ async def test_a_build_that_finishes_after_aclose_is_closed_and_its_waiters_told
 
 
 async def test_invalidate_closes_now_and_the_next_call_uses_the_current_config() -> None:
-    cache, loader, builder = make("a")
+    cache, loader, _ = make("a")
     first = await cache.processor("a")
     loader.add("a", persona="v2")
     await cache.invalidate("a")
@@ -201,7 +201,7 @@ async def test_invalidate_closes_now_and_the_next_call_uses_the_current_config()
 
 
 async def test_a_lease_keeps_its_instance_open_across_eviction() -> None:
-    cache, _, builder = make("a", "b", max_instances=1)
+    cache, _, _ = make("a", "b", max_instances=1)
     async with cache.lease("a") as held:
         await cache.processor("b")
         await settle()
@@ -221,11 +221,10 @@ async def test_a_lease_keeps_its_instance_open_across_invalidate() -> None:
 
 
 async def test_a_lease_on_a_miss_is_pinned_from_the_moment_it_is_built() -> None:
-    cache, _, builder = make("a", "b", max_instances=1)
-    async with cache.lease("a") as held:
-        async with cache.lease("b"):
-            await settle()
-            assert not held.closed
+    cache, _, _ = make("a", "b", max_instances=1)
+    async with cache.lease("a") as held, cache.lease("b"):
+        await settle()
+        assert not held.closed
     await settle()
     assert held.close_calls == 1 and cache.resident() == ["b"]
 
@@ -268,7 +267,9 @@ async def test_resident_lists_most_recently_used_first() -> None:
 
 @pytest.mark.parametrize("bad", [0, -1])
 def test_a_non_positive_capacity_means_the_default(bad: int) -> None:
-    assert RuntimeCache(Loader(), Builder(), max_instances=bad).max_instances == DEFAULT_MAX_INSTANCES
+    assert (
+        RuntimeCache(Loader(), Builder(), max_instances=bad).max_instances == DEFAULT_MAX_INSTANCES
+    )
 
 
 async def test_the_event_hook_sees_builds_hits_evictions_closes_and_failures() -> None:
@@ -284,9 +285,16 @@ async def test_the_event_hook_sees_builds_hits_evictions_closes_and_failures() -
     with pytest.raises(RuntimeError):
         await cache.processor("a")
     kinds = [(e.kind, e.agent_id) for e in events]
-    assert kinds == [("built", "a"), ("hit", "a"), ("built", "b"), ("evicted", "a"),
-                     ("closed", "a"), ("invalidated", "b"), ("closed", "b"),
-                     ("build_failed", "a")]
+    assert kinds == [
+        ("built", "a"),
+        ("hit", "a"),
+        ("built", "b"),
+        ("evicted", "a"),
+        ("closed", "a"),
+        ("invalidated", "b"),
+        ("closed", "b"),
+        ("build_failed", "a"),
+    ]
     assert events[-1].error is not None and "build of a failed" in events[-1].error
 
 

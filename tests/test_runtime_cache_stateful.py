@@ -188,6 +188,4 @@ CacheMachine.TestCase.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-test_random_interleavings_keep_every_instance_resident_leased_or_closed_once = (
-    CacheMachine.TestCase
-)
+test_random_interleavings_keep_every_instance_resident_leased_or_closed_once = CacheMachine.TestCase

@@ -1,4 +1,4 @@
-"""The simulated daemon on the wire, through raw httpx (no SDK client), in-process and on loopback."""
+"""The simulated daemon on the wire, via raw httpx (no SDK client), in-process and on loopback."""
 
 from __future__ import annotations
 
@@ -33,8 +33,14 @@ def keys(value: Any) -> Any:
     return None
 
 
-async def read_frames(http: httpx.AsyncClient, url: str, count: int, *,
-                      after: Any = None, headers: dict[str, str] | None = None) -> bytes:
+async def read_frames(
+    http: httpx.AsyncClient,
+    url: str,
+    count: int,
+    *,
+    after: Any = None,
+    headers: dict[str, str] | None = None,
+) -> bytes:
     """The raw bytes of the first `count` frames of a stream (after running `after()`)."""
     buf = b""
     async with asyncio.timeout(5), http.stream("GET", url, headers=headers) as response:
@@ -54,8 +60,11 @@ async def read_frames(http: httpx.AsyncClient, url: str, count: int, *,
 @pytest.fixture
 async def open_fleet(make_reach: ReachFactory):
     fleet = Fleet()
-    fleet.add_peer("prod-1", behaviors.narrate(["listing nodes"], "3 nodes ready"),
-                   labels={"cluster": "prod-1"})
+    fleet.add_peer(
+        "prod-1",
+        behaviors.narrate(["listing nodes"], "3 nodes ready"),
+        labels={"cluster": "prod-1"},
+    )
     fleet.add_peer("solo", multi_session=False)
     reach = await make_reach(fleet)
     async with httpx.AsyncClient(transport=reach.transport) as http:
@@ -121,11 +130,20 @@ async def test_the_stream_is_framed_byte_for_byte_with_capabilities_first(open_f
         assert compact.encode() == data
     events = [e.decode() for e, _ in frames]
     assert events[:2] == ["capabilities", "status-update"]
-    assert events[2:] == ["inbox", "inbox", "agent", "agent", "agent", "agent", "turn-complete",
-                          "usage-update"]
+    assert events[2:] == [
+        "inbox",
+        "inbox",
+        "agent",
+        "agent",
+        "agent",
+        "agent",
+        "turn-complete",
+        "usage-update",
+    ]
     payloads = [json.loads(d) for _, d in frames]
-    assert keys(payloads[0]) == keys({k: v for k, v in load_fixture("capabilities-v1.4.0.json")
-                                      .items() if k != "caller_id"})
+    assert keys(payloads[0]) == keys(
+        {k: v for k, v in load_fixture("capabilities-v1.4.0.json").items() if k != "caller_id"}
+    )
     status_keys = keys(load_fixture("status-update-with-capabilities-v1.4.0.json"))
     del status_keys["capabilities"]  # the merge is sent only when capabilities change
     assert keys(payloads[1]) == status_keys
@@ -144,8 +162,9 @@ async def test_a_protected_daemon_puts_the_caller_in_capabilities(locked_fleet) 
     reach, http, _ = locked_fleet
     base = reach.url("prod-1")
     created = (await http.post(f"{base}/sessions", headers={**JSON, **bearer(BOB)})).json()
-    raw = await read_frames(http, f"{base}/sessions/{created['sessionID']}/events", 1,
-                            headers=bearer(BOB))
+    raw = await read_frames(
+        http, f"{base}/sessions/{created['sessionID']}/events", 1, headers=bearer(BOB)
+    )
     caps = json.loads(FRAME.findall(raw)[0][1])
     assert keys(caps) == keys(load_fixture("capabilities-v1.4.0.json"))
     assert caps["caller_id"] == "bob"
@@ -166,10 +185,10 @@ async def test_since_replays_the_recorded_agent_events(open_fleet) -> None:
     assert seqs == [3, 4]
 
 
-@pytest.mark.parametrize(
-    ("header", "status"), [("2.0.0", 409), ("one.two", 400), ("1.0.0", 200)]
-)
-async def test_the_protocol_version_header_is_checked_and_echoed(open_fleet, header, status) -> None:
+@pytest.mark.parametrize(("header", "status"), [("2.0.0", 409), ("one.two", 400), ("1.0.0", 200)])
+async def test_the_protocol_version_header_is_checked_and_echoed(
+    open_fleet, header, status
+) -> None:
     reach, http = open_fleet
     base = reach.url("prod-1")
     created = (await http.post(f"{base}/sessions", headers=JSON)).json()
@@ -208,8 +227,10 @@ async def test_a_protected_daemon_answers_401_with_the_bearer_challenge(locked_f
             answer = await http.post(url, headers={**JSON, **headers}, json={})
             assert answer.status_code == 401
             assert answer.headers["www-authenticate"] == 'Bearer realm="attach"'
-    by_header = await http.post(f"{reach.url('prod-1')}/sessions",
-                                headers={**JSON, "X-Attach-Token": ALICE, **bearer("wrong")})
+    by_header = await http.post(
+        f"{reach.url('prod-1')}/sessions",
+        headers={**JSON, "X-Attach-Token": ALICE, **bearer("wrong")},
+    )
     assert by_header.status_code == 201  # X-Attach-Token wins over Authorization
 
 
@@ -219,11 +240,13 @@ async def test_a_protected_daemon_answers_401_with_the_bearer_challenge(locked_f
 @pytest.mark.parametrize("endpoint", HOSTILE)
 async def test_the_hub_refuses_a_hostile_endpoint(open_fleet, endpoint) -> None:
     reach, http = open_fleet
-    answer = await http.post(f"{reach.url('hub')}/peers", headers=JSON,
-                             json={"name": "evil", "endpoint": endpoint})
+    answer = await http.post(
+        f"{reach.url('hub')}/peers", headers=JSON, json={"name": "evil", "endpoint": endpoint}
+    )
     assert answer.status_code == 400
-    assert "evil" not in [p["name"] for p in (await http.get(f"{reach.url('hub')}/peers"))
-                          .json()["peers"]]
+    assert "evil" not in [
+        p["name"] for p in (await http.get(f"{reach.url('hub')}/peers")).json()["peers"]
+    ]
 
 
 async def test_the_hub_refuses_a_registration_without_name_or_endpoint(open_fleet) -> None:
@@ -239,8 +262,15 @@ async def test_the_hub_refuses_a_registration_without_name_or_endpoint(open_flee
 async def test_peers_are_sorted_and_filtered_by_labels(open_fleet) -> None:
     reach, http = open_fleet
     hub = f"{reach.url('hub')}/peers"
-    await http.post(hub, headers=JSON, json={"name": "a-first", "endpoint": "http://a:1",
-                                             "labels": {"cluster": "dev", "tier": "x"}})
+    await http.post(
+        hub,
+        headers=JSON,
+        json={
+            "name": "a-first",
+            "endpoint": "http://a:1",
+            "labels": {"cluster": "dev", "tier": "x"},
+        },
+    )
     names = [p["name"] for p in (await http.get(hub)).json()["peers"]]
     assert names == sorted(names) and {"a-first", "prod-1", "solo"} <= set(names)
     only = (await http.get(hub, params=[("label", "cluster=dev"), ("label", "tier=x")])).json()
@@ -251,12 +281,19 @@ async def test_peers_are_sorted_and_filtered_by_labels(open_fleet) -> None:
 async def test_the_hub_redacts_registration_ids_from_non_owners(locked_fleet) -> None:
     reach, http, _ = locked_fleet
     hub = f"{reach.url('hub')}/peers"
-    mine = await http.post(hub, headers={**JSON, **bearer(BOB)},
-                           json={"name": "bobs", "endpoint": "http://bobs:1"})
+    mine = await http.post(
+        hub, headers={**JSON, **bearer(BOB)}, json={"name": "bobs", "endpoint": "http://bobs:1"}
+    )
     assert mine.status_code == 201
     record = mine.json()
-    assert set(record) == {"registration_id", "name", "endpoint", "registered_at",
-                           "last_heartbeat", "lease_expires_at"}
+    assert set(record) == {
+        "registration_id",
+        "name",
+        "endpoint",
+        "registered_at",
+        "last_heartbeat",
+        "lease_expires_at",
+    }
 
     async def seen_by(token: str) -> dict[str, str]:
         peers = (await http.get(hub, headers=bearer(token))).json()["peers"]
@@ -271,40 +308,57 @@ async def test_the_hub_redacts_registration_ids_from_non_owners(locked_fleet) ->
 async def test_only_the_owner_or_an_admin_may_deregister(locked_fleet) -> None:
     reach, http, _ = locked_fleet
     hub = f"{reach.url('hub')}/peers"
-    rid = (await http.post(hub, headers={**JSON, **bearer(BOB)},
-                           json={"name": "bobs", "endpoint": "http://bobs:1"})).json()["registration_id"]
+    rid = (
+        await http.post(
+            hub, headers={**JSON, **bearer(BOB)}, json={"name": "bobs", "endpoint": "http://bobs:1"}
+        )
+    ).json()["registration_id"]
     assert (await http.delete(f"{hub}/{rid}", headers={**JSON, **bearer(ALICE)})).status_code == 403
     assert (await http.delete(f"{hub}/{rid}", headers={**JSON, **bearer(BOB)})).status_code == 204
-    assert (await http.delete(f"{hub}/{rid}", headers={**JSON, **bearer(BOB)})).status_code == 204  # idempotent
-    rid2 = (await http.post(hub, headers={**JSON, **bearer(BOB)},
-                            json={"name": "bobs", "endpoint": "http://bobs:1"})).json()["registration_id"]
+    assert (
+        await http.delete(f"{hub}/{rid}", headers={**JSON, **bearer(BOB)})
+    ).status_code == 204  # idempotent
+    rid2 = (
+        await http.post(
+            hub, headers={**JSON, **bearer(BOB)}, json={"name": "bobs", "endpoint": "http://bobs:1"}
+        )
+    ).json()["registration_id"]
     assert (await http.delete(f"{hub}/{rid2}", headers={**JSON, **bearer(ROOT)})).status_code == 204
 
 
 async def test_an_expired_lease_is_pruned_and_its_heartbeat_is_404(locked_fleet) -> None:
     reach, http, clock = locked_fleet
     hub = f"{reach.url('hub')}/peers"
-    record = (await http.post(hub, headers={**JSON, **bearer(BOB)},
-                              json={"name": "short", "endpoint": "http://s:1",
-                                    "heartbeat_ttl_sec": 10})).json()
+    record = (
+        await http.post(
+            hub,
+            headers={**JSON, **bearer(BOB)},
+            json={"name": "short", "endpoint": "http://s:1", "heartbeat_ttl_sec": 10},
+        )
+    ).json()
     clock.advance(9)
-    beat = await http.post(f"{hub}/{record['registration_id']}/heartbeat",
-                           headers={**JSON, **bearer(BOB)})
+    beat = await http.post(
+        f"{hub}/{record['registration_id']}/heartbeat", headers={**JSON, **bearer(BOB)}
+    )
     assert beat.status_code == 200
     assert beat.json()["lease_expires_at"] > record["lease_expires_at"]
     clock.advance(10.5)
     names = [p["name"] for p in (await http.get(hub, headers=bearer(BOB))).json()["peers"]]
     assert "short" not in names
-    gone = await http.post(f"{hub}/{record['registration_id']}/heartbeat",
-                           headers={**JSON, **bearer(BOB)})
+    gone = await http.post(
+        f"{hub}/{record['registration_id']}/heartbeat", headers={**JSON, **bearer(BOB)}
+    )
     assert gone.status_code == 404
 
 
 async def test_a_lease_is_clamped_to_five_minutes(locked_fleet) -> None:
     reach, http, clock = locked_fleet
     hub = f"{reach.url('hub')}/peers"
-    await http.post(hub, headers={**JSON, **bearer(BOB)},
-                    json={"name": "long", "endpoint": "http://l:1", "heartbeat_ttl_sec": 3600})
+    await http.post(
+        hub,
+        headers={**JSON, **bearer(BOB)},
+        json={"name": "long", "endpoint": "http://l:1", "heartbeat_ttl_sec": 3600},
+    )
     clock.advance(301)
     names = [p["name"] for p in (await http.get(hub, headers=bearer(BOB))).json()["peers"]]
     assert "long" not in names
@@ -313,8 +367,12 @@ async def test_a_lease_is_clamped_to_five_minutes(locked_fleet) -> None:
 async def test_re_registering_a_name_replaces_it_with_a_new_id(open_fleet) -> None:
     reach, http = open_fleet
     hub = f"{reach.url('hub')}/peers"
-    first = (await http.post(hub, headers=JSON, json={"name": "dup", "endpoint": "http://a:1"})).json()
-    second = (await http.post(hub, headers=JSON, json={"name": "dup", "endpoint": "http://b:2"})).json()
+    first = (
+        await http.post(hub, headers=JSON, json={"name": "dup", "endpoint": "http://a:1"})
+    ).json()
+    second = (
+        await http.post(hub, headers=JSON, json={"name": "dup", "endpoint": "http://b:2"})
+    ).json()
     assert first["registration_id"] != second["registration_id"]
     dups = [p for p in (await http.get(hub)).json()["peers"] if p["name"] == "dup"]
     assert [p["endpoint"] for p in dups] == ["http://b:2"]
@@ -324,6 +382,8 @@ async def test_re_registering_a_name_replaces_it_with_a_new_id(open_fleet) -> No
 
 async def test_served_peers_are_listed_at_their_loopback_endpoints(open_fleet) -> None:
     reach, http = open_fleet
-    listed = {p["name"]: p["endpoint"] for p in
-              (await http.get(f"{reach.url('hub')}/peers")).json()["peers"]}
+    listed = {
+        p["name"]: p["endpoint"]
+        for p in (await http.get(f"{reach.url('hub')}/peers")).json()["peers"]
+    }
     assert listed["prod-1"] == reach.url("prod-1")

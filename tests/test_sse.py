@@ -15,12 +15,16 @@ def stream_of(*chunks: bytes) -> httpx.Response:
         for chunk in chunks:
             yield chunk
 
-    return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body(),
-                          request=httpx.Request("GET", "http://d.test/events"))
+    return httpx.Response(
+        200,
+        headers={"content-type": "text/event-stream"},
+        content=body(),
+        request=httpx.Request("GET", "http://d.test/events"),
+    )
 
 
 async def test_a_line_over_the_bound_stops_the_stream_before_it_is_buffered() -> None:
-    endless = [b"event: agent\ndata: {\"x\": \""] + [b"a" * 1024] * 64  # 64 KiB, no newline
+    endless = [b'event: agent\ndata: {"x": "'] + [b"a" * 1024] * 64  # 64 KiB, no newline
     with pytest.raises(FrameTooLargeError, match="grew past 16384 bytes"):
         async for _ in iter_frames(stream_of(*endless), max_line_bytes=16 * 1024):
             pass
@@ -41,7 +45,9 @@ async def test_frames_split_across_chunks_and_crlf_endings_decode() -> None:
 
 
 async def test_comments_unknown_events_and_bad_json_are_skipped() -> None:
-    body = (b": keep-alive\n\nevent: future-thing\ndata: {}\n\n"
-            b"event: wake\ndata: not json\n\nevent: wake\ndata: {\"at\": \"ok\"}\n\n")
+    body = (
+        b": keep-alive\n\nevent: future-thing\ndata: {}\n\n"
+        b'event: wake\ndata: not json\n\nevent: wake\ndata: {"at": "ok"}\n\n'
+    )
     frames = [f async for f in iter_frames(stream_of(body))]
     assert frames == [Wake(at="ok")]

@@ -27,16 +27,25 @@ class EndlessSSE:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         self.body = (await receive())["body"]
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
         self.started.set()
         try:
             n = 0
             while True:
                 n += 1
-                await send({"type": "http.response.body",
-                            "body": f"event: wake\ndata: {{\"at\": \"{n}\"}}\n\n".encode(),
-                            "more_body": True})
+                await send(
+                    {
+                        "type": "http.response.body",
+                        "body": f'event: wake\ndata: {{"at": "{n}"}}\n\n'.encode(),
+                        "more_body": True,
+                    }
+                )
                 await asyncio.sleep(0.001)
         except asyncio.CancelledError:
             self.cancelled = True
@@ -48,6 +57,7 @@ class EndlessSSE:
 async def test_the_first_frames_of_an_endless_stream_arrive_within_a_second() -> None:
     app = EndlessSSE()
     async with httpx.AsyncClient(transport=ASGITransport(app)) as client:
+
         async def first_lines() -> list[str]:
             lines: list[str] = []
             async with client.stream("GET", "http://sse.test/events") as response:
@@ -64,7 +74,9 @@ async def test_the_first_frames_of_an_endless_stream_arrive_within_a_second() ->
     assert lines == ["event: wake", 'data: {"at": "1"}', "event: wake", 'data: {"at": "2"}']
     assert app.cancelled and app.finished
     app_tasks = [
-        t for t in asyncio.all_tasks() if "ASGITransport" in t.get_coro().__qualname__  # type: ignore[union-attr]
+        t
+        for t in asyncio.all_tasks()
+        if "ASGITransport" in t.get_coro().__qualname__  # type: ignore[union-attr]
     ]
     assert app_tasks == [], "an app task outlived its response"
 
@@ -80,8 +92,9 @@ async def test_the_request_body_and_headers_reach_the_app() -> None:
         await send({"type": "http.response.body", "body": b"ok"})
 
     async with httpx.AsyncClient(transport=ASGITransport(app)) as client:
-        response = await client.post("http://d.test/x?a=1", json={"k": "v"},
-                                     headers={"X-Thing": "1"})
+        response = await client.post(
+            "http://d.test/x?a=1", json={"k": "v"}, headers={"X-Thing": "1"}
+        )
     assert response.status_code == 201 and response.text == "ok"
     assert seen["body"] == b'{"k":"v"}'
     assert seen["headers"][b"x-thing"] == b"1"
@@ -93,7 +106,9 @@ async def test_an_app_that_raises_before_answering_is_a_clear_transport_error() 
         raise RuntimeError("boom")
 
     async with httpx.AsyncClient(transport=ASGITransport(app)) as client:
-        with pytest.raises(ASGIAppError, match=r"raised RuntimeError\('boom'\) before answering GET /x"):
+        with pytest.raises(
+            ASGIAppError, match=r"raised RuntimeError\('boom'\) before answering GET /x"
+        ):
             await client.get("http://d.test/x")
 
 
@@ -103,10 +118,12 @@ async def test_an_app_that_raises_mid_stream_fails_the_read() -> None:
         await send({"type": "http.response.body", "body": b"part", "more_body": True})
         raise RuntimeError("mid-stream")
 
-    async with httpx.AsyncClient(transport=ASGITransport(app)) as client:
-        async with client.stream("GET", "http://d.test/") as response:
-            with pytest.raises(ASGIAppError, match="while streaming the body"):
-                await response.aread()
+    async with (
+        httpx.AsyncClient(transport=ASGITransport(app)) as client,
+        client.stream("GET", "http://d.test/") as response,
+    ):
+        with pytest.raises(ASGIAppError, match="while streaming the body"):
+            await response.aread()
 
 
 async def test_an_app_error_is_an_httpx_transport_error_too() -> None:
@@ -119,10 +136,12 @@ async def test_routing_picks_the_transport_by_host_and_port() -> None:
         async def app(scope: Any, receive: Any, send: Any) -> None:
             await send({"type": "http.response.start", "status": 200, "headers": []})
             await send({"type": "http.response.body", "body": text.encode()})
+
         return ASGITransport(app)
 
-    routing = RoutingTransport({"a.sim": answer("a"), "b.sim": answer("b"),
-                                "b.sim:9000": answer("b9000")})
+    routing = RoutingTransport(
+        {"a.sim": answer("a"), "b.sim": answer("b"), "b.sim:9000": answer("b9000")}
+    )
     async with httpx.AsyncClient(transport=routing) as client:
         assert (await client.get("http://a.sim/")).text == "a"
         assert (await client.get("http://B.SIM/")).text == "b"
@@ -150,12 +169,16 @@ def test_httpx_asgi_transport_is_not_used_anywhere() -> None:
     for folder in ("coreagent_sdk", "simulator", "tests", "bench"):
         for path in (root / folder).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.Attribute) and node.attr == "ASGITransport" and (
-                    isinstance(node.value, ast.Name) and node.value.id == "httpx"
+                if (
+                    isinstance(node, ast.Attribute)
+                    and node.attr == "ASGITransport"
+                    and (isinstance(node.value, ast.Name) and node.value.id == "httpx")
                 ):
                     offenders.append(f"{path}:{node.lineno}")
-                if isinstance(node, ast.ImportFrom) and node.module == "httpx" and any(
-                    a.name == "ASGITransport" for a in node.names
+                if (
+                    isinstance(node, ast.ImportFrom)
+                    and node.module == "httpx"
+                    and any(a.name == "ASGITransport" for a in node.names)
                 ):
                     offenders.append(f"{path}:{node.lineno}")
     assert offenders == []

@@ -93,7 +93,10 @@ def test_the_adk_event_reads_the_go_spelling() -> None:
 def test_the_adk_event_reads_the_newer_lower_camel_spelling() -> None:
     event = wire.AgentEvent.from_dict(
         {
-            "Content": {"role": "model", "parts": [{"text": "hi"}, {"functionCall": {"name": "k"}}]},
+            "Content": {
+                "role": "model",
+                "parts": [{"text": "hi"}, {"functionCall": {"name": "k"}}],
+            },
             "Partial": False,
             "TurnComplete": True,
             "id": "e-1",

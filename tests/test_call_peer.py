@@ -1,0 +1,535 @@
+"""CallPeer against the simulator: one test per rule, in-process and on loopback sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from coreagent_sdk import (
+    AllowList,
+    CallPeer,
+    CallPeerEvent,
+    CallPeerResult,
+    DirectoryFunc,
+    Peer,
+    StaticDirectory,
+)
+from coreagent_sdk.errors import (
+    InvalidArgumentError,
+    InvalidEndpointError,
+    PeerRequestError,
+    PeerTimeoutError,
+    PeerTurnError,
+    PermissionDeniedError,
+    StreamEndedError,
+    TokenUnsetError,
+    UnknownPeerError,
+)
+from simulator import Fleet, behaviors
+
+from .conftest import Reach, ReachFactory
+
+TOKEN_ENV = "FLEET_TOKEN"
+
+
+class CountingEnviron(Mapping[str, str]):
+    """An environ that records every read, to prove when the token is (not) read."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = values
+        self.reads: list[str] = []
+
+    def __getitem__(self, key: str) -> str:
+        self.reads.append(key)
+        return self.values[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.reads.append(key)
+        return self.values.get(key, default)
+
+    def __iter__(self):
+        return iter(self.values)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+def sessions_opened(fleet: Fleet) -> int:
+    """Sessions opened by callers on any peer (a single-session daemon's own `main` excluded)."""
+    return sum(
+        1
+        for name, d in fleet.daemons.items()
+        if name != "hub"
+        for sid in d.sessions
+        if sid != "main"
+    )
+
+
+@pytest.fixture
+async def reach(make_reach: ReachFactory) -> Reach:
+    fleet = Fleet()
+    fleet.add_peer(
+        "prod-1",
+        behaviors.narrate(["listing nodes", "reading events"], "3 nodes ready, no alerts"),
+        labels={"cluster": "prod-1"},
+    )
+    fleet.add_peer("echo", behaviors.echo())
+    fleet.add_peer("broken", behaviors.fail("rate_limited", "quota exhausted", retryable=True))
+    fleet.add_peer("sleepy", behaviors.slow(30))
+    fleet.add_peer("long", behaviors.stream(40_000, 4_000))
+    fleet.add_peer("accents", behaviors.stream(40_000, 4_000, char="é"))
+    fleet.add_peer("euros", behaviors.stream(40_000, 4_000, char="€"))
+    fleet.add_peer("dropper", behaviors.drop_stream(after_frames=2))
+    fleet.add_peer("solo", multi_session=False)
+    return await make_reach(fleet)
+
+
+# --- answers ------------------------------------------------------------------
+
+
+async def test_the_answer_joins_narration_and_the_final_text_without_tool_traffic(reach) -> None:
+    result = await reach.call_peer(timeout=10).acall(peer="prod-1", prompt="how is prod-1?")
+    assert result.response == "listing nodes\n\nreading events\n\n3 nodes ready, no alerts"
+    assert "kubectl" not in result.response and "secret_args" not in result.response
+    assert "how is prod-1?" not in result.response
+    assert result.peer == "prod-1" and result.session_id and not result.truncated
+    assert result.to_dict() == {
+        "peer": "prod-1",
+        "session_id": result.session_id,
+        "response": result.response,
+        "duration_ms": result.duration_ms,
+    }
+
+
+async def test_every_call_opens_a_fresh_session_on_the_peer(reach) -> None:
+    tool = reach.call_peer(timeout=10)
+    first = await tool.acall(peer="echo", prompt="one")
+    second = await tool.acall(peer="echo", prompt="two")
+    assert first.session_id != second.session_id
+    assert set(reach.fleet.peer("echo").sessions) == {first.session_id, second.session_id}
+    assert (first.response, second.response) == ("one", "two")
+
+
+# --- names --------------------------------------------------------------------
+
+
+async def test_an_unknown_name_lists_the_registered_peers_and_dials_nothing(reach) -> None:
+    with pytest.raises(UnknownPeerError) as info:
+        await reach.call_peer().acall(peer="prod-9", prompt="hi")
+    assert str(info.value) == (
+        'call_peer: unknown peer "prod-9" (registered: accents, broken, dropper, echo, euros, '
+        "long, prod-1, sleepy, solo)"
+    )
+    assert sessions_opened(reach.fleet) == 0
+
+
+async def test_an_empty_name_lists_the_registered_peers(reach) -> None:
+    with pytest.raises(
+        UnknownPeerError,
+        match=r"^call_peer: peer is required \(registered: "
+        r"accents, broken, .*, solo\)$",
+    ):
+        await reach.call_peer().acall(peer="", prompt="hi")
+    assert sessions_opened(reach.fleet) == 0
+
+
+async def test_a_url_shaped_name_is_looked_up_as_a_name_and_dials_nothing(reach) -> None:
+    with pytest.raises(UnknownPeerError, match=re.escape(f'unknown peer "{reach.url("prod-1")}"')):
+        await reach.call_peer().acall(peer=reach.url("prod-1"), prompt="hi")
+    with pytest.raises(UnknownPeerError, match=r'unknown peer "http://127.0.0.1:1/x"'):
+        await reach.call_peer().acall(peer="http://127.0.0.1:1/x", prompt="hi")
+    assert sessions_opened(reach.fleet) == 0
+
+
+async def test_an_empty_roster_says_no_peers_are_registered(make_reach) -> None:
+    empty = await make_reach(Fleet())
+    with pytest.raises(UnknownPeerError) as info:
+        await empty.call_peer().acall(peer="prod-1", prompt="hi")
+    assert str(info.value) == "call_peer: no peers are registered with this hub right now"
+
+
+async def test_a_lease_that_expires_between_two_calls_makes_the_peer_unknown(reach) -> None:
+    tool = reach.call_peer(timeout=10)
+    assert (await tool.acall(peer="echo", prompt="still there?")).response == "still there?"
+    reach.fleet.expire("echo")
+    with pytest.raises(UnknownPeerError, match='unknown peer "echo"'):
+        await tool.acall(peer="echo", prompt="still there?")
+
+
+async def test_the_directory_is_asked_on_every_call(reach) -> None:
+    asked = 0
+    hub = reach.directory()
+
+    async def roster():
+        nonlocal asked
+        asked += 1
+        return await hub.peers()
+
+    tool = reach.call_peer(directory=DirectoryFunc(roster), timeout=10)
+    for _ in range(3):
+        await tool.acall(peer="echo", prompt="x")
+    assert asked == 3
+
+
+# --- gates, tokens, arguments ---------------------------------------------------
+
+
+async def test_the_gate_runs_before_the_token_is_read_and_before_any_network_call(reach) -> None:
+    environ = CountingEnviron({TOKEN_ENV: "t"})
+    looked_up = 0
+
+    def roster():
+        nonlocal looked_up
+        looked_up += 1
+        return [Peer("echo", reach.url("echo"))]
+
+    def deny(tool: str, peer: str) -> None:
+        raise PermissionDeniedError(f"{tool}: {peer} is off limits")
+
+    tool = CallPeer(
+        DirectoryFunc(roster),
+        transport=reach.transport,
+        token_env=TOKEN_ENV,
+        environ=environ,
+        gate=deny,
+    )
+    with pytest.raises(PermissionDeniedError, match="call_peer: echo is off limits"):
+        await tool.acall(peer="echo", prompt="hi")
+    assert environ.reads == [] and looked_up == 0
+    assert sessions_opened(reach.fleet) == 0
+
+
+async def test_the_allow_list_matches_globs_on_the_configured_tool_name(reach) -> None:
+    tool = reach.call_peer(name="delegate", gate=AllowList(["delegate:ech*"]), timeout=10)
+    assert (await tool.acall(peer="echo", prompt="ok")).response == "ok"
+    with pytest.raises(PermissionDeniedError, match="add a pattern such as 'delegate:prod-1'"):
+        await tool.acall(peer="prod-1", prompt="no")
+    with pytest.raises(UnknownPeerError, match=r"peer is required \(registered: echo\)"):
+        await tool.acall(peer="", prompt="which peers may I use?")
+
+
+async def test_an_unset_token_variable_is_named_and_nothing_is_sent(reach) -> None:
+    tool = reach.call_peer(token_env=TOKEN_ENV, environ={})
+    with pytest.raises(
+        TokenUnsetError, match=r"\$FLEET_TOKEN is unset or empty; export FLEET_TOKEN"
+    ):
+        await tool.acall(peer="echo", prompt="hi")
+    with pytest.raises(TokenUnsetError):
+        await reach.call_peer(token_env=TOKEN_ENV, environ={TOKEN_ENV: "  "}).acall(
+            peer="echo", prompt="hi"
+        )
+    assert sessions_opened(reach.fleet) == 0
+
+
+@pytest.mark.parametrize("prompt", ["", "   \n\t"])
+async def test_an_empty_prompt_is_refused_before_any_network_call(reach, prompt) -> None:
+    looked_up = 0
+
+    def roster():
+        nonlocal looked_up
+        looked_up += 1
+        return []
+
+    tool = CallPeer(DirectoryFunc(roster), transport=reach.transport)
+    with pytest.raises(
+        InvalidArgumentError, match='prompt is empty; say what peer "echo" should do'
+    ):
+        await tool.acall(peer="echo", prompt=prompt)
+    assert looked_up == 0
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "",
+        "ftp://echo.sim/x",
+        "javascript:alert(1)",
+        "file:///etc/passwd",
+        "/sessions",
+        "echo.sim:80",
+        "http://",
+    ],
+)
+async def test_an_endpoint_that_is_not_http_is_refused_without_dialing(reach, endpoint) -> None:
+    tool = CallPeer(StaticDirectory([Peer("echo", endpoint)]), transport=reach.transport)
+    with pytest.raises(InvalidEndpointError, match='peer "echo" has'):
+        await tool.acall(peer="echo", prompt="hi")
+    assert sessions_opened(reach.fleet) == 0
+
+
+async def test_a_protected_peer_answers_401_and_the_error_names_the_variable(make_reach) -> None:
+    fleet = Fleet(tokens={"good-token": "alice"})
+    fleet.add_peer("secure", behaviors.echo(), token="good-token")
+    reach = await make_reach(fleet)
+    tool = reach.call_peer(
+        directory=reach.directory(token="good-token"),
+        token_env=TOKEN_ENV,
+        environ={TOKEN_ENV: "stale-token"},
+    )
+    with pytest.raises(
+        PeerRequestError, match=r"refused the credential .*\(401\); set \$FLEET_TOKEN"
+    ) as info:
+        await tool.acall(peer="secure", prompt="hi")
+    assert info.value.status_code == 401
+    good = reach.call_peer(token_env=TOKEN_ENV, environ={TOKEN_ENV: "good-token"}, timeout=10)
+    assert (await good.acall(peer="secure", prompt="with the right token")).response == (
+        "with the right token"
+    )
+
+
+# --- the read loop's endings ------------------------------------------------------
+
+
+async def test_a_turn_error_carries_the_peers_kind_message_and_retryable(reach) -> None:
+    with pytest.raises(PeerTurnError) as info:
+        await reach.call_peer(timeout=10).acall(peer="broken", prompt="work")
+    err = info.value
+    assert (err.kind, err.message, err.retryable) == ("rate_limited", "quota exhausted", True)
+    assert err.session_id and err.session_id in str(err)
+    assert str(err).startswith('call_peer: peer "broken" failed its turn (rate_limited, retryable)')
+
+
+async def test_the_deadline_covers_the_whole_call_and_returns_nothing_partial(reach) -> None:
+    started = time.perf_counter()
+    with pytest.raises(
+        PeerTimeoutError,
+        match=r'peer "sleepy" did not finish within 0.3 s '
+        r"\(session s-",
+    ):
+        await reach.call_peer(timeout=0.3).acall(peer="sleepy", prompt="take your time")
+    assert time.perf_counter() - started < 2.0
+    assert isinstance(PeerTimeoutError("x"), TimeoutError)
+
+
+async def test_truncation_cuts_ascii_at_the_byte_cap(reach) -> None:
+    result = await reach.call_peer(max_response_bytes=1000, timeout=10).acall(
+        peer="long", prompt="all"
+    )
+    assert result.truncated and result.response == "x" * 1000
+    assert result.to_dict()["truncated"] is True
+
+
+@pytest.mark.parametrize(
+    ("peer", "char", "cap", "kept"), [("accents", "é", 1001, 500), ("euros", "€", 1000, 333)]
+)
+async def test_truncation_never_cuts_a_multibyte_character(reach, peer, char, cap, kept) -> None:
+    result = await reach.call_peer(max_response_bytes=cap, timeout=10).acall(peer=peer, prompt="go")
+    assert result.truncated and result.response == char * kept
+    assert len(result.response.encode()) <= cap
+
+
+async def test_an_answer_that_fits_exactly_is_not_truncated(reach) -> None:
+    result = await reach.call_peer(max_response_bytes=len("exact"), timeout=10).acall(
+        peer="echo", prompt="exact"
+    )
+    assert result.response == "exact" and not result.truncated
+
+
+async def test_reaching_the_cap_stops_reading_at_once(make_reach) -> None:
+    async def chatty_then_stuck(turn) -> None:
+        for i in range(50):
+            await turn.narrate(f"observation {i:02d} " + "z" * 100, tool="probe")
+        await asyncio.Event().wait()  # a peer that would never finish
+
+    fleet = Fleet()
+    fleet.add_peer("chatty", behaviors.custom(chatty_then_stuck))
+    reach = await make_reach(fleet)
+    started = time.perf_counter()
+    result = await reach.call_peer(max_response_bytes=500, timeout=30).acall(
+        peer="chatty", prompt="report"
+    )
+    assert result.truncated and result.response.startswith("observation 00 ")
+    assert len(result.response.encode()) <= 500
+    assert time.perf_counter() - started < 5.0
+
+
+async def test_a_stream_that_ends_before_the_turn_is_an_error(reach) -> None:
+    with pytest.raises(
+        StreamEndedError, match='peer "dropper" closed its event stream before the turn ended'
+    ):
+        await reach.call_peer(timeout=10).acall(peer="dropper", prompt="go")
+
+
+async def test_a_peer_without_multi_session_names_the_setting_to_enable(reach) -> None:
+    with pytest.raises(
+        PeerRequestError,
+        match=r'peer "solo" cannot open a session \(501\): .*'
+        r"attach.multi_session.enabled: true",
+    ) as info:
+        await reach.call_peer().acall(peer="solo", prompt="hi")
+    assert info.value.status_code == 501
+
+
+async def test_a_final_event_ends_the_turn_even_without_turn_complete(make_reach) -> None:
+    async def answer_then_hang(turn) -> None:
+        await turn.say("done here")
+        await asyncio.Event().wait()  # no turn-complete ever follows
+
+    fleet = Fleet()
+    fleet.add_peer("terse", behaviors.custom(answer_then_hang))
+    reach = await make_reach(fleet)
+    result = await reach.call_peer(timeout=5).acall(peer="terse", prompt="go")
+    assert result.response == "done here"
+
+
+async def test_malformed_frames_from_a_faulty_peer_are_skipped(reach) -> None:
+    reach.fleet.faults("echo").malformed_frames = True
+    result = await reach.call_peer(timeout=10).acall(peer="echo", prompt="through the noise")
+    assert result.response == "through the noise"
+
+
+async def test_a_peer_answering_503_is_a_request_error_with_the_status(reach) -> None:
+    reach.fleet.faults("echo").error_status = 503
+    with pytest.raises(
+        PeerRequestError, match=r'peer "echo" failed POST /sessions: .* 503'
+    ) as info:
+        await reach.call_peer().acall(peer="echo", prompt="hi")
+    assert info.value.status_code == 503
+
+
+# --- scale ------------------------------------------------------------------------
+
+
+async def test_250_concurrent_calls_get_their_own_answers(reach) -> None:
+    tool = reach.call_peer(timeout=60)
+    prompts = [f"job-{i:03d}" for i in range(250)]
+    results = await asyncio.gather(*(tool.acall(peer="echo", prompt=p) for p in prompts))
+    assert [r.response for r in results] == prompts
+    assert len({r.session_id for r in results}) == 250
+    await tool.aclose()
+
+
+# --- the tool surface -----------------------------------------------------------
+
+
+def test_the_schema_has_exactly_a_peer_name_and_a_prompt() -> None:
+    tool = CallPeer(StaticDirectory([]), token_env="SECRET_TOKEN_VAR")
+    schema = tool.schema
+    assert schema["required"] == ["peer", "prompt"]
+    assert set(schema["properties"]) == {"peer", "prompt"}
+    assert schema["additionalProperties"] is False
+    assert "SECRET_TOKEN_VAR" not in json.dumps([tool.openai_tool(), tool.anthropic_tool()])
+
+
+def test_the_tool_exports_for_openai_and_anthropic() -> None:
+    tool = CallPeer(StaticDirectory([]), name="ask_peer", description="Ask a colleague.")
+    assert tool.openai_tool() == {
+        "type": "function",
+        "function": {
+            "name": "ask_peer",
+            "description": "Ask a colleague.",
+            "parameters": tool.schema,
+        },
+    }
+    assert tool.anthropic_tool() == {
+        "name": "ask_peer",
+        "description": "Ask a colleague.",
+        "input_schema": tool.schema,
+    }
+
+
+def test_the_default_description_tells_the_model_how_to_discover_peers() -> None:
+    text = CallPeer(StaticDirectory([])).description
+    assert "empty peer name" in text and "16384 bytes" in text
+
+
+@pytest.mark.parametrize("timeout", [0, -1, 900.5, 10_000])
+def test_a_timeout_outside_the_bounds_is_refused_at_construction(timeout) -> None:
+    with pytest.raises(ValueError, match=r"timeout must be a number of seconds in \(0, 900\]"):
+        CallPeer(StaticDirectory([]), timeout=timeout)
+
+
+@pytest.mark.parametrize("name", ["", "has space", "x" * 65, "dots.no"])
+def test_a_tool_name_function_calling_apis_reject_is_refused(name) -> None:
+    with pytest.raises(ValueError, match="is not usable by function-calling APIs"):
+        CallPeer(StaticDirectory([]), name=name)
+
+
+def test_the_max_timeout_itself_is_allowed() -> None:
+    assert CallPeer(StaticDirectory([]), timeout=900).timeout == 900.0
+
+
+# --- observability ----------------------------------------------------------------
+
+
+async def test_events_and_logs_follow_a_call_from_start_to_finish(reach, caplog) -> None:
+    events: list[CallPeerEvent] = []
+    tool = reach.call_peer(timeout=10, on_event=events.append, max_response_bytes=100)
+    with caplog.at_level(logging.INFO, logger="coreagent_sdk.call_peer"):
+        await tool.acall(peer="echo", prompt="hello")
+        await tool.acall(peer="long", prompt="x")
+        with pytest.raises(UnknownPeerError):
+            await tool.acall(peer="nobody", prompt="x")
+    kinds = [(e.kind, e.peer) for e in events]
+    assert kinds == [
+        ("started", "echo"),
+        ("session_opened", "echo"),
+        ("finished", "echo"),
+        ("started", "long"),
+        ("session_opened", "long"),
+        ("truncated", "long"),
+        ("finished", "long"),
+        ("started", "nobody"),
+        ("failed", "nobody"),
+    ]
+    assert events[2].duration_ms is not None and events[1].session_id
+    assert "unknown peer" in (events[-1].error or "")
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("peer 'echo' answered" in m for m in messages)
+    assert any("call to 'nobody' failed" in m for m in messages)
+
+
+# --- sync use -----------------------------------------------------------------------
+
+
+def test_the_sync_call_works_outside_any_event_loop() -> None:
+    fleet = Fleet()
+    fleet.add_peer("echo", behaviors.echo())
+    tool = fleet.call_peer(timeout=10)
+    assert tool(peer="echo", prompt="from sync code").response == "from sync code"
+    assert tool(peer="echo", prompt="and again").response == "and again"
+
+
+SYNC_INSIDE_A_LOOP = """
+import asyncio
+from simulator import Fleet, behaviors
+
+async def notebook_cell():
+    fleet = Fleet()
+    fleet.add_peer("echo", behaviors.echo())
+    tool = fleet.call_peer(timeout=10)
+    # A sync call while this loop is running, as in a Jupyter cell.
+    first = tool(peer="echo", prompt="from a running loop")
+    second = await tool.acall(peer="echo", prompt="async still works")
+    print(first.response, "|", second.response)
+
+asyncio.run(notebook_cell())
+"""
+
+
+def test_the_sync_call_works_inside_a_running_loop_as_in_jupyter() -> None:
+    # A subprocess: nest-asyncio patches asyncio for the whole process.
+    done = subprocess.run(
+        [sys.executable, "-c", SYNC_INSIDE_A_LOOP],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "from a running loop | async still works"
+
+
+def test_results_are_frozen_values() -> None:
+    result = CallPeerResult("p", "s", "r", 1)
+    with pytest.raises(AttributeError):
+        result.response = "changed"  # type: ignore[misc]
