@@ -66,6 +66,21 @@ class FakeClock:
             if not fut.done():
                 fut.set_result(None)
 
+    async def until_sleeping(self, count: int = 1, *, turns: int = 10_000) -> None:
+        """Yield to the loop until `count` tasks sleep on this clock (bounded by `turns`).
+
+        Advance after this, not before: a task that has not reached its sleep
+        yet would sleep from the advanced time and miss the tick.
+        """
+        for _ in range(turns):
+            if self.sleepers >= count:
+                return
+            await asyncio.sleep(0)
+        raise TimeoutError(
+            f"FakeClock.until_sleeping: {self.sleepers} sleeper(s) after {turns} loop turns, "
+            f"wanted {count}; is the task you expect to sleep running?"
+        )
+
     @property
     def sleepers(self) -> int:
         """How many sleeps are waiting (cancelled ones excluded)."""
