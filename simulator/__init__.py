@@ -5,47 +5,73 @@
     fleet.add_peer("prod-1", behaviors.echo(), labels={"cluster": "prod-1"})
     result = await fleet.call_peer().acall(peer="prod-1", prompt="hello")
 
-Needs the `simulator` extra: `pip install 'coreagent-sdk[simulator]'`.
+Needs the `simulator` extra: `pip install 'coreagent-sdk[simulator]'`. Names
+are loaded on first use, so importing the package (as the pytest plugin's
+entry point does in every pytest run) costs nothing and never fails for an
+install without the extra.
 """
 
 from __future__ import annotations
 
-try:
-    import starlette  # noqa: F401
-except ImportError as exc:  # pragma: no cover - depends on the install
-    raise ImportError(
-        "simulator: needs the 'simulator' extra: pip install 'coreagent-sdk[simulator]'"
-    ) from exc
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from coreagent_sdk import FakeClock
+if TYPE_CHECKING:
+    from coreagent_sdk import FakeClock
 
-from . import behaviors
-from ._agents import Turn
-from ._daemon import Daemon
-from ._faults import Faults
-from ._fleet import Fleet, ServedFleet
-from ._registry import DEFAULT_TTL, MAX_TTL, Identity, PeerRegistry
-from ._runtime import (
-    SimulatedBuilder,
-    SimulatedBuildError,
-    SimulatedConfigLoader,
-    SimulatedRuntime,
-)
+    from . import behaviors
+    from ._agents import Turn
+    from ._daemon import Daemon
+    from ._faults import Faults
+    from ._fleet import Fleet, ServedFleet
+    from ._registry import DEFAULT_TTL, MAX_TTL, Identity, PeerRegistry
+    from ._runtime import (
+        SimulatedBuilder,
+        SimulatedBuildError,
+        SimulatedConfigLoader,
+        SimulatedRuntime,
+    )
 
-__all__ = [
-    "DEFAULT_TTL",
-    "MAX_TTL",
-    "Daemon",
-    "FakeClock",
-    "Faults",
-    "Fleet",
-    "Identity",
-    "PeerRegistry",
-    "ServedFleet",
-    "SimulatedBuildError",
-    "SimulatedBuilder",
-    "SimulatedConfigLoader",
-    "SimulatedRuntime",
-    "Turn",
-    "behaviors",
-]
+_WHERE = {
+    "DEFAULT_TTL": "._registry",
+    "MAX_TTL": "._registry",
+    "Daemon": "._daemon",
+    "FakeClock": "coreagent_sdk",
+    "Faults": "._faults",
+    "Fleet": "._fleet",
+    "Identity": "._registry",
+    "PeerRegistry": "._registry",
+    "ServedFleet": "._fleet",
+    "SimulatedBuildError": "._runtime",
+    "SimulatedBuilder": "._runtime",
+    "SimulatedConfigLoader": "._runtime",
+    "SimulatedRuntime": "._runtime",
+    "Turn": "._agents",
+}
+
+__all__ = [*sorted(_WHERE), "behaviors"]
+
+
+def _require_extra() -> None:
+    try:
+        importlib.import_module("starlette")
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise ImportError(
+            "simulator: needs the 'simulator' extra: pip install 'coreagent-sdk[simulator]'"
+        ) from exc
+
+
+def __getattr__(name: str) -> Any:
+    if name == "behaviors":
+        value: Any = importlib.import_module(".behaviors", __name__)
+    elif name in _WHERE:
+        _require_extra()
+        value = getattr(importlib.import_module(_WHERE[name], __name__), name)
+    else:
+        raise AttributeError(f"module 'simulator' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

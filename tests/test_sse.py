@@ -51,3 +51,14 @@ async def test_comments_unknown_events_and_bad_json_are_skipped() -> None:
     )
     frames = [f async for f in iter_frames(stream_of(body))]
     assert frames == [Wake(at="ok")]
+
+
+async def test_an_event_cut_off_by_the_end_of_the_stream_is_discarded() -> None:
+    body = b'event: wake\ndata: {"at": "1"}\n\nevent: wake\ndata: {"at": "2"}\n'
+    assert [f async for f in iter_frames(stream_of(body))] == [Wake(at="1")]
+
+
+async def test_a_multibyte_character_split_across_chunks_survives() -> None:
+    body = 'event: wake\ndata: {"at": "é€"}\n\n'.encode()
+    frames = [f async for f in iter_frames(stream_of(*(bytes([b]) for b in body)))]
+    assert frames == [Wake(at="é€")]

@@ -1,0 +1,198 @@
+"""`python -m simulator demo` (a short tour of a fleet) and `python -m simulator serve`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable
+
+from coreagent_sdk import AgentConfig, RuntimeCache
+from coreagent_sdk.errors import CallPeerError
+
+from . import behaviors
+from ._fleet import Fleet
+from ._runtime import SimulatedBuilder, SimulatedConfigLoader
+
+Row = tuple[str, str, str, float]
+
+
+async def _timed(scenario: str, run: Callable[[], Awaitable[tuple[str, str]]]) -> Row:
+    started = time.perf_counter()
+    try:
+        outcome, detail = await run()
+    except CallPeerError as exc:
+        outcome, detail = type(exc).__name__, str(exc)
+    return scenario, outcome, detail, (time.perf_counter() - started) * 1000
+
+
+def _short(text: str, width: int = 90) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _print_table(rows: list[Row]) -> None:
+    headers = ("scenario", "outcome", "detail", "ms")
+    cells = [(s, o, _short(d), f"{ms:.1f}") for s, o, d, ms in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
+    print(line)
+    print("  ".join("-" * w for w in widths))
+    for c in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)))
+
+
+async def demo() -> list[Row]:
+    """A tour of the SDK against a simulated fleet; returns the summary rows."""
+    fleet = Fleet()
+    fleet.add_peer(
+        "prod-1",
+        behaviors.narrate(
+            ["listing nodes in prod-1", "reading recent events"],
+            "3 nodes ready; no alerts in the last hour.",
+        ),
+        labels={"cluster": "prod-1"},
+    )
+    fleet.add_peer("prod-2", behaviors.echo(), labels={"cluster": "prod-2"})
+    fleet.add_peer("writer", behaviors.stream(40_000, 4_000))
+    fleet.add_peer("flaky", behaviors.fail("rate_limited", "quota exhausted", retryable=True))
+    fleet.add_peer("slowpoke", behaviors.slow(5.0))
+    tool = fleet.call_peer(timeout=5.0, max_response_bytes=1024)
+    rows: list[Row] = []
+
+    async def delegation() -> tuple[str, str]:
+        r = await tool.acall(peer="prod-1", prompt="How is the cluster doing?")
+        return "answered", f"{r.response!r} (session {r.session_id})"
+
+    async def unknown() -> tuple[str, str]:
+        await tool.acall(peer="prod-9", prompt="hello?")
+        return "answered", "unexpected"
+
+    async def discovery() -> tuple[str, str]:
+        await tool.acall(peer="", prompt="who is there?")
+        return "answered", "unexpected"
+
+    async def truncation() -> tuple[str, str]:
+        r = await tool.acall(peer="writer", prompt="write me an essay")
+        return "truncated" if r.truncated else "answered", (
+            f"{len(r.response.encode())} of 40000 bytes kept; rest in session {r.session_id}"
+        )
+
+    async def turn_error() -> tuple[str, str]:
+        await tool.acall(peer="flaky", prompt="work")
+        return "answered", "unexpected"
+
+    async def deadline() -> tuple[str, str]:
+        quick = fleet.call_peer(timeout=0.2)
+        await quick.acall(peer="slowpoke", prompt="take your time")
+        return "answered", "unexpected"
+
+    async def lease_expiry() -> tuple[str, str]:
+        before = await tool.acall(peer="prod-2", prompt="ping")
+        fleet.expire("prod-2")
+        try:
+            await tool.acall(peer="prod-2", prompt="ping")
+        except CallPeerError as exc:
+            return "gone", f"answered {before.response!r}, then after expiry: {exc}"
+        return "answered", "unexpected"
+
+    async def eviction() -> tuple[str, str]:
+        loader = SimulatedConfigLoader(
+            AgentConfig(id=a, slug=f"agent-{a}", persona=f"I am {a}") for a in "abc"
+        )
+        builder = SimulatedBuilder(latency=0.01)
+        cache = RuntimeCache(loader, builder, max_instances=2)
+        for agent in ("a", "b", "a", "c"):
+            await cache.processor(agent)
+        await asyncio.sleep(0)
+        s = cache.stats
+        closed = [r.cfg.id for r in builder.built if r.closed]
+        await cache.aclose()
+        return "evicted", (
+            f"resident {cache.resident() or '[]'} after aclose; before: builds={s.builds} "
+            f"hits={s.hits} evictions={s.evictions}, closed {closed}"
+        )
+
+    async def loopback() -> tuple[str, str]:
+        async with await fleet.serve() as served:
+            over = served.call_peer(timeout=5.0)
+            try:
+                r = await over.acall(peer="prod-1", prompt="Same question, over sockets.")
+            finally:
+                await over.aclose()
+                await over.directory.aclose()  # type: ignore[attr-defined]
+            return "answered", f"via {served.urls['prod-1']}: {r.response[:40]!r}..."
+
+    for name, run in [
+        ("delegation", delegation),
+        ("unknown peer", unknown),
+        ("discovery", discovery),
+        ("truncation", truncation),
+        ("turn error", turn_error),
+        ("deadline", deadline),
+        ("lease expiry", lease_expiry),
+        ("runtime eviction", eviction),
+        ("loopback sockets", loopback),
+    ]:
+        rows.append(await _timed(name, run))
+    await tool.aclose()
+    await fleet.aclose()
+    return rows
+
+
+async def serve(peers: int, port: int, host: str) -> None:
+    """A fleet on loopback until SIGINT or SIGTERM."""
+    fleet = Fleet()
+    for i in range(1, peers + 1):
+        fleet.add_peer(f"peer-{i}", behaviors.echo(), labels={"index": str(i)})
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    served = await fleet.serve(host=host, port=port)
+    print(json.dumps({"ready": True, "urls": served.urls}), flush=True)
+    print(
+        f"simulator: hub at {served.hub_url} with {peers} peer(s); Ctrl-C to stop",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        await stop.wait()
+    finally:
+        await fleet.aclose()
+        print("simulator: stopped", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m simulator", description="A simulated core-agent fleet."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("demo", help="run a short tour of a simulated fleet and print a summary")
+    serve_cmd = commands.add_parser("serve", help="serve a fleet on 127.0.0.1 until interrupted")
+    serve_cmd.add_argument("--peers", type=int, default=2, help="number of echo peers (default 2)")
+    serve_cmd.add_argument(
+        "--port",
+        type=int,
+        default=0,
+        help="hub port; peers take the next ones (default: any free ports)",
+    )
+    serve_cmd.add_argument("--host", default="127.0.0.1", help="loopback address to bind")
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        started = time.perf_counter()
+        rows = asyncio.run(demo())
+        _print_table(rows)
+        print(f"\n{len(rows)} scenarios in {time.perf_counter() - started:.2f} s")
+        return 0
+    if args.peers < 0:
+        parser.error("--peers must be >= 0")
+    asyncio.run(serve(args.peers, args.port, args.host))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
