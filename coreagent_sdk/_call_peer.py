@@ -79,6 +79,8 @@ DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what OpenAI and Anthropic both accept
 _SEPARATOR = "\n\n"
+# All a delegation reads; capabilities, status and inbox frames go unparsed.
+_READ_TYPES = frozenset({"agent", "turn-complete", "turn-error"})
 
 Gate = Callable[[str, str], "Awaitable[None] | None"]
 T = TypeVar("T")
@@ -457,7 +459,7 @@ class CallPeer:
             call.session_id = session.session_id
             self._emit("session_opened", call)
             step = "GET events"
-            async with client.events(session) as frames:
+            async with client.events(session, types=_READ_TYPES) as frames:
                 step = "POST inject"
                 await client.inject(session, prompt)
                 step = "the event stream"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any
@@ -179,15 +179,20 @@ class AttachClient:
 
     @asynccontextmanager
     async def events(
-        self, path: str | SessionCreated, since: int | None = None
+        self,
+        path: str | SessionCreated,
+        since: int | None = None,
+        *,
+        types: Collection[str] | None = None,
     ) -> AsyncIterator[AsyncIterator[Frame]]:
         """Open `GET {path}/events`; yields an async iterator of typed frames.
 
         The stream is open (the daemon has answered 200) when the block is
         entered, so a caller can subscribe first and inject second, which is
         the only order that never misses a fast turn. ``since`` replays the
-        session's recorded events after that sequence number. Leaving the
-        block closes the stream.
+        session's recorded events after that sequence number. ``types`` keeps
+        only those event types (e.g. ``{"agent", "turn-complete"}``), skipping
+        the rest unparsed. Leaving the block closes the stream.
         """
         request = self._http.build_request(
             "GET",
@@ -213,7 +218,7 @@ class AttachClient:
                     f"attach: {self.base_url} speaks protocol {theirs}, this SDK speaks "
                     f"{PROTOCOL_VERSION}; use an SDK release for major version {_major(theirs)}"
                 )
-            frames = iter_frames(response, max_line_bytes=self._max_line_bytes)
+            frames = iter_frames(response, max_line_bytes=self._max_line_bytes, types=types)
             try:
                 yield frames
             finally:

@@ -8,6 +8,7 @@ host-less URL.
 
 from __future__ import annotations
 
+import functools
 from urllib.parse import urlsplit
 
 __all__ = ["checked_base_url", "endpoint_problem"]
@@ -19,11 +20,19 @@ def endpoint_problem(url: object) -> str | None:
     """Why `url` is not an absolute http(s) URL with a host, or None when it is."""
     if not isinstance(url, str):
         return f"it is a {type(url).__name__}, not a string"
+    return _string_problem(url)
+
+
+# A pure function of the string, checked on every dial: the cache makes the
+# second check of the same endpoint free without skipping it.
+@functools.lru_cache(maxsize=1024)
+def _string_problem(url: str) -> str | None:
     if not url:
         return "it is empty"
     # Leading blanks or embedded control characters are how parsers get fooled
-    # into disagreeing about the host; refuse rather than normalise.
-    if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+    # into disagreeing about the host; refuse rather than normalise. Every
+    # whitespace and control character except the plain space is non-printable.
+    if " " in url or not url.isprintable():
         return "it contains whitespace or control characters"
     try:
         parts = urlsplit(url)

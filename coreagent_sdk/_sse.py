@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import codecs
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 
 import httpx
 
@@ -21,14 +21,24 @@ __all__ = ["MAX_LINE_BYTES", "iter_frames"]
 MAX_LINE_BYTES = 1024 * 1024
 
 
+def _kind(event: str) -> str:
+    # httpx-sse reports a frame without an `event:` line as "message".
+    return "agent" if event == "message" else event
+
+
 async def iter_frames(
-    response: httpx.Response, *, max_line_bytes: int = MAX_LINE_BYTES
+    response: httpx.Response,
+    *,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    types: Collection[str] | None = None,
 ) -> AsyncIterator[Frame]:
     """Typed frames from an open `text/event-stream` response; unknown ones skipped.
 
     A line that grows past `max_line_bytes` without ending raises
     `FrameTooLargeError`: the line decoder would otherwise buffer it until
-    memory runs out.
+    memory runs out. With `types`, frames of other event types are skipped
+    before their JSON is parsed (a legacy frame with no `event:` line counts
+    as `agent`).
     """
     lines = SSELineDecoder()
     events = SSEDecoder()
@@ -49,6 +59,8 @@ async def iter_frames(
         for line in lines.decode(text.decode(chunk)):
             sse = events.decode(line)
             if sse is not None:
+                if types is not None and _kind(sse.event) not in types:
+                    continue
                 frame = decode_frame(sse.event, sse.data)
                 if frame is not None:
                     yield frame

@@ -497,6 +497,8 @@ class AgentEvent:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AgentEvent:
+        if "Author" in d and "ID" in d and "InvocationID" in d:
+            return cls._from_go(d)  # the current daemon's spelling: no per-field probing
         content = d.get("Content", d.get("content"))
         lr = _either(d, "LongRunningToolIDs", "longRunningToolIds")
         return cls(
@@ -521,6 +523,35 @@ class AgentEvent:
             usage_metadata=_either(d, "UsageMetadata", "usageMetadata"),
             custom_metadata=_either(d, "CustomMetadata", "customMetadata"),
             logprobs_result=_either(d, "LogprobsResult", "logprobsResult"),
+        )
+
+    @classmethod
+    def _from_go(cls, d: Mapping[str, Any]) -> AgentEvent:
+        content = d.get("Content")
+        lr = d.get("LongRunningToolIDs")
+        actions = d.get("Actions")
+        return cls(
+            content=Content.from_dict(content) if content is not None else None,
+            partial=bool(d.get("Partial", False)),
+            turn_complete=bool(d.get("TurnComplete", False)),
+            interrupted=bool(d.get("Interrupted", False)),
+            error_code=d.get("ErrorCode") or "",
+            error_message=d.get("ErrorMessage") or "",
+            finish_reason=d.get("FinishReason") or "",
+            id=d["ID"] or "",
+            timestamp=d.get("Timestamp") or "",
+            invocation_id=d["InvocationID"] or "",
+            branch=d.get("Branch") or "",
+            author=d["Author"] or "",
+            actions=dict(actions) if actions is not None else None,
+            long_running_tool_ids=tuple(lr) if lr is not None else None,
+            model_version=d.get("ModelVersion") or "",
+            avg_logprobs=d.get("AvgLogprobs") or 0,
+            citation_metadata=d.get("CitationMetadata"),
+            grounding_metadata=d.get("GroundingMetadata"),
+            usage_metadata=d.get("UsageMetadata"),
+            custom_metadata=d.get("CustomMetadata"),
+            logprobs_result=d.get("LogprobsResult"),
         )
 
     def to_dict(self) -> dict[str, Any]:

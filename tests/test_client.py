@@ -296,3 +296,17 @@ async def test_a_whole_turn_through_the_streaming_transport() -> None:
     ]
     assert [s.session_id for s in listed] == [session.session_id]
     await fleet.aclose()
+
+
+async def test_events_can_keep_only_some_event_types(mock, client) -> None:
+    body = (
+        wire.encode_sse("capabilities", load_fixture("capabilities-v1.4.0.json"))
+        + wire.encode_sse("wake", load_fixture("wake-v1.7.0.json"))
+        + b'data: {"seq": 1, "event": {"Author": "a"}}\n\n'
+    )
+    mock.get(f"{SESSION}/events").respond(
+        200, content=body, headers={"content-type": "text/event-stream"}
+    )
+    async with client.events(SESSION, types={"agent"}) as frames:
+        got = [frame async for frame in frames]
+    assert [type(f).__name__ for f in got] == ["AgentFrame"]

@@ -148,3 +148,17 @@ def test_sse_encoding_is_exactly_event_then_one_line_of_data() -> None:
 
 def test_sse_encoding_keeps_non_ascii_as_utf8() -> None:
     assert "é".encode() in wire.encode_sse("agent", {"t": "é"})
+
+
+def test_both_spellings_of_an_adk_event_decode_to_the_same_value() -> None:
+    go = load_fixture("rest-subagent-events-v1.json")["events"][0]["event"]
+    renamed = {
+        "ID": "id",
+        "Author": "author",
+        "InvocationID": "invocationId",
+        "Timestamp": "timestamp",
+        "Actions": "actions",
+        "Branch": "branch",
+    }
+    tagged = {renamed.get(k, k): v for k, v in go.items()}
+    assert wire.AgentEvent.from_dict(tagged) == wire.AgentEvent.from_dict(go)
