@@ -316,12 +316,12 @@ class CallPeer:
             return await self.acall(peer=peer, prompt=prompt)
         finally:
             await self.aclose()
-            if isinstance(self.directory, HubDirectory):
-                await self.directory.aclose()
 
     async def aclose(self) -> None:
-        """Release pooled connections; the tool stays usable."""
+        """Release pooled connections (a `HubDirectory`'s too); the tool stays usable."""
         await self._http.aclose()
+        if isinstance(self.directory, HubDirectory):
+            await self.directory.aclose()
 
     async def __aenter__(self) -> CallPeer:
         return self

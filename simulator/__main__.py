@@ -123,7 +123,6 @@ async def demo() -> list[Row]:
                 r = await over.acall(peer="prod-1", prompt="Same question, over sockets.")
             finally:
                 await over.aclose()
-                await over.directory.aclose()  # type: ignore[attr-defined]
             return "answered", f"via {served.urls['prod-1']}: {r.response[:40]!r}..."
 
     for name, run in [

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import re
 import socket
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from coreagent_sdk import (
@@ -28,6 +28,14 @@ __all__ = ["Fleet", "ServedFleet"]
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _HUB = "hub"
+
+
+def _call_peer(make_directory: Callable[..., HubDirectory], kwargs: dict[str, Any]) -> CallPeer:
+    """A CallPeer whose hub directory (unless one is given) reads the same token variable."""
+    directory = kwargs.pop("directory", None)
+    if directory is None:
+        directory = make_directory(token_env=kwargs.get("token_env"), environ=kwargs.get("environ"))
+    return CallPeer(directory, **kwargs)
 
 
 def _identities(tokens: Mapping[str, Identity | str] | None) -> dict[str, Identity] | None:
@@ -159,13 +167,8 @@ class Fleet:
 
     def call_peer(self, **kwargs: Any) -> CallPeer:
         """A `CallPeer` wired to this fleet (its directory uses the same token variable)."""
-        directory = kwargs.pop("directory", None)
-        if directory is None:
-            directory = self.directory(
-                token_env=kwargs.get("token_env"), environ=kwargs.get("environ")
-            )
         kwargs.setdefault("transport", self.transport)
-        return CallPeer(directory, **kwargs)
+        return _call_peer(self.directory, kwargs)
 
     async def serve(self, host: str = "127.0.0.1", port: int = 0) -> ServedFleet:
         """Put every daemon on its own loopback socket (hub on `port`, peers after it)."""
@@ -275,12 +278,7 @@ class ServedFleet:
 
     def call_peer(self, **kwargs: Any) -> CallPeer:
         """A `CallPeer` over loopback sockets (transport=None)."""
-        directory = kwargs.pop("directory", None)
-        if directory is None:
-            directory = self.directory(
-                token_env=kwargs.get("token_env"), environ=kwargs.get("environ")
-            )
-        return CallPeer(directory, **kwargs)
+        return _call_peer(self.directory, kwargs)
 
     async def aclose(self) -> None:
         """Stop the servers and point the registry back at the in-process URLs."""

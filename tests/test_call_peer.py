@@ -396,6 +396,30 @@ async def test_a_peer_answering_503_is_a_request_error_with_the_status(reach) ->
     assert info.value.status_code == 503
 
 
+async def test_a_peer_whose_streams_are_dropped_by_a_fault_is_a_stream_error(reach) -> None:
+    reach.fleet.faults("prod-1").drop_streams_after = 3  # capabilities, status, one more
+    with pytest.raises(StreamEndedError, match='peer "prod-1" closed its event stream'):
+        await reach.call_peer(timeout=10).acall(peer="prod-1", prompt="go")
+    reach.fleet.faults("prod-1").clear()
+    assert (await reach.call_peer(timeout=10).acall(peer="prod-1", prompt="go")).response
+
+
+async def test_added_latency_counts_against_the_deadline(reach) -> None:
+    reach.fleet.faults("echo").latency = 0.1  # per request; a delegation makes three
+    with pytest.raises(PeerTimeoutError):
+        await reach.call_peer(timeout=0.25).acall(peer="echo", prompt="hi")
+    result = await reach.call_peer(timeout=5).acall(peer="echo", prompt="hi")
+    assert result.response == "hi" and result.duration_ms >= 300
+
+
+async def test_a_peer_that_never_finishes_is_cut_off_by_the_deadline(make_reach) -> None:
+    fleet = Fleet()
+    fleet.add_peer("stuck", behaviors.never_finish())
+    reach = await make_reach(fleet)
+    with pytest.raises(PeerTimeoutError, match=r'peer "stuck" did not finish within 0\.2 s'):
+        await reach.call_peer(timeout=0.2).acall(peer="stuck", prompt="go")
+
+
 # --- scale ------------------------------------------------------------------------
 
 
