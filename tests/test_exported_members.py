@@ -74,9 +74,12 @@ def test_the_sdk_exports_exactly_the_pinned_names() -> None:
 
 def test_every_exported_class_and_function_is_defined_in_the_sdk() -> None:
     import inspect
+    import typing
 
     for name in coreagent_sdk.__all__:
         value = getattr(coreagent_sdk, name)
+        if typing.get_origin(value) is not None:
+            continue  # a type alias such as Gate (Python 3.10 calls those classes)
         if inspect.isclass(value) or inspect.isfunction(value):
             assert value.__module__.startswith("coreagent_sdk"), name
 

@@ -15,11 +15,14 @@ HUB = "http://hub.sim"
 
 async def next_event(events: asyncio.Queue[RegistrationEvent], kind: str) -> RegistrationEvent:
     """The next event of `kind` (others skipped), within a second of real time."""
-    async with asyncio.timeout(1):
+
+    async def wanted() -> RegistrationEvent:
         while True:
             event = await events.get()
             if event.kind == kind:
                 return event
+
+    return await asyncio.wait_for(wanted(), 1)
 
 
 @pytest.fixture

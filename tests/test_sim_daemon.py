@@ -42,19 +42,23 @@ async def read_frames(
     headers: dict[str, str] | None = None,
 ) -> bytes:
     """The raw bytes of the first `count` frames of a stream (after running `after()`)."""
-    buf = b""
-    async with asyncio.timeout(5), http.stream("GET", url, headers=headers) as response:
-        assert response.status_code == 200, response.status_code
-        assert response.headers["content-type"].startswith("text/event-stream")
-        started = False
-        async for chunk in response.aiter_bytes():
-            buf += chunk
-            if not started and after is not None:
-                started = True
-                await after()
-            if len(FRAME.findall(buf)) >= count:
-                break
-    return buf
+
+    async def read() -> bytes:
+        buf = b""
+        async with http.stream("GET", url, headers=headers) as response:
+            assert response.status_code == 200, response.status_code
+            assert response.headers["content-type"].startswith("text/event-stream")
+            started = False
+            async for chunk in response.aiter_bytes():
+                buf += chunk
+                if not started and after is not None:
+                    started = True
+                    await after()
+                if len(FRAME.findall(buf)) >= count:
+                    break
+        return buf
+
+    return await asyncio.wait_for(read(), 5)
 
 
 @pytest.fixture
