@@ -56,6 +56,7 @@ from .errors import (
     PeerTurnError,
     PermissionDeniedError,
     StreamEndedError,
+    TransportFailure,
     UnknownPeerError,
 )
 from .jupyter import run_sync
@@ -466,6 +467,14 @@ class CallPeer:
                 text, truncated = await self._read(call, frames)
         except CallPeerError:
             raise
+        except TransportFailure as exc:
+            if step != "the event stream":
+                raise self._request_error(call, exc, step) from exc
+            raise StreamEndedError(
+                f"{self.name}: peer {_q(call.peer)} broke off its event stream before the turn "
+                f"ended (session {call.session_id}): {exc}; no partial answer is returned. "
+                "Retry, or read the session on the peer"
+            ) from exc
         except CoreAgentError as exc:
             raise self._request_error(call, exc, step) from exc
         return CallPeerResult(

@@ -14,11 +14,25 @@ import httpx
 from httpx_sse._decoders import SSEDecoder, SSELineDecoder
 
 from ._wire import Frame, decode_frame
-from .errors import FrameTooLargeError
+from .errors import CoreAgentError, FrameTooLargeError, TransportFailure
 
 __all__ = ["MAX_LINE_BYTES", "iter_frames"]
 
 MAX_LINE_BYTES = 1024 * 1024
+
+
+async def _guarded(chunks: AsyncIterator[bytes], response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body's chunks; a connection that breaks mid-stream becomes `TransportFailure`."""
+    try:
+        async for chunk in chunks:
+            yield chunk
+    except httpx.TransportError as exc:
+        if isinstance(exc, CoreAgentError):
+            raise
+        raise TransportFailure(
+            f"sse: the event stream from {response.url.host!r} broke off "
+            f"({type(exc).__name__}: {exc})"
+        ) from exc
 
 
 def _kind(event: str) -> str:
@@ -48,7 +62,7 @@ async def iter_frames(
         response.aiter_bytes() if "content-encoding" in response.headers else (response.aiter_raw())
     )
     pending = 0  # bytes since the last line break
-    async for chunk in chunks:
+    async for chunk in _guarded(chunks, response):
         cut = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
         pending = len(chunk) - cut - 1 if cut >= 0 else pending + len(chunk)
         if pending > max_line_bytes:

@@ -27,7 +27,7 @@ from coreagent_sdk import PROTOCOL_VERSION, Clock, SystemClock
 from coreagent_sdk._wire import AgentEvent, AgentFrame, Content, Part, encode_sse
 
 from ._agents import Behavior, Turn, TurnAbandoned, TurnFailed, echo
-from ._faults import FaultInjector, Faults
+from ._faults import FaultInjector, Faults, StreamAborted
 from ._registry import ANONYMOUS, Identity, PeerRegistry, RegistryError, rfc3339
 
 __all__ = ["MAX_INJECT_BYTES", "MAX_REGISTER_BYTES", "Daemon"]
@@ -274,6 +274,8 @@ class _EventsEndpoint:
                 sent += 1
                 if faults.drop_streams_after is not None and sent >= faults.drop_streams_after:
                     break
+                if faults.abort_streams_after is not None and sent >= faults.abort_streams_after:
+                    raise StreamAborted(f"injected fault: stream aborted after {sent} frames")
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except OSError:
             pass  # the client went away mid-write

@@ -8,7 +8,11 @@ import attrs
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["FaultInjector", "Faults"]
+__all__ = ["FaultInjector", "Faults", "StreamAborted"]
+
+
+class StreamAborted(Exception):
+    """Raised inside an event stream by the `abort_streams_after` fault."""
 
 
 @attrs.define
@@ -19,6 +23,8 @@ class Faults:
     - ``error_status``: answer every request whose path starts with one of
       ``error_paths`` (all paths when empty) with this status (e.g. 503);
     - ``drop_streams_after``: close each event stream after this many frames;
+    - ``abort_streams_after``: break each event stream after this many frames, as a
+      crashing daemon would (no clean end of the body);
     - ``malformed_frames``: send a frame whose data is not JSON before each real one.
     """
 
@@ -26,6 +32,7 @@ class Faults:
     error_status: int | None = None
     error_paths: tuple[str, ...] = ()
     drop_streams_after: int | None = None
+    abort_streams_after: int | None = None
     malformed_frames: bool = False
 
     def clear(self) -> None:
@@ -33,6 +40,7 @@ class Faults:
         self.error_status = None
         self.error_paths = ()
         self.drop_streams_after = None
+        self.abort_streams_after = None
         self.malformed_frames = False
 
 

@@ -32,6 +32,7 @@ from coreagent_sdk.errors import (
     PermissionDeniedError,
     StreamEndedError,
     TokenUnsetError,
+    TransportFailure,
     UnknownPeerError,
 )
 from simulator import Fleet, behaviors
@@ -402,6 +403,13 @@ async def test_a_peer_whose_streams_are_dropped_by_a_fault_is_a_stream_error(rea
         await reach.call_peer(timeout=10).acall(peer="prod-1", prompt="go")
     reach.fleet.faults("prod-1").clear()
     assert (await reach.call_peer(timeout=10).acall(peer="prod-1", prompt="go")).response
+
+
+async def test_a_stream_that_breaks_off_mid_turn_is_a_stream_error(reach) -> None:
+    reach.fleet.faults("prod-1").abort_streams_after = 3
+    with pytest.raises(StreamEndedError, match='peer "prod-1" broke off its event stream') as info:
+        await reach.call_peer(timeout=10).acall(peer="prod-1", prompt="go")
+    assert isinstance(info.value.__cause__, TransportFailure)
 
 
 async def test_added_latency_counts_against_the_deadline(reach) -> None:
