@@ -235,7 +235,11 @@ class RuntimeCache:
     async def aclose(self) -> None:
         """Close every resident instance and every in-flight build's result.
 
-        Leased instances close when their lease ends. The cache stays usable.
+        Builds in flight are waited for (not cancelled: a builder cancelled
+        half-way could leak what it had made), their instances closed and
+        their waiters given `CacheClosedError`; a builder that never returns
+        therefore holds `aclose()` too. Leased instances close when their
+        lease ends. The cache stays usable.
         """
         builds = list(self._builds.values())
         for build in builds:
