@@ -381,12 +381,19 @@ class CallPeer:
         if inspect.isawaitable(verdict):
             await verdict
 
-    async def _allowed(self, peer: str) -> bool:
-        try:
-            await self._check_gate(peer)
-        except PermissionDeniedError:
-            return False
-        return True
+    async def _listed(self, roster: Iterable[Peer]) -> str:
+        """The roster's names for an error message, sorted; only those the gate allows."""
+        names = sorted({p.name for p in roster})
+        if self.gate is not None:
+            allowed = []
+            for name in names:
+                try:
+                    await self._check_gate(name)
+                except PermissionDeniedError:
+                    continue
+                allowed.append(name)
+            names = allowed
+        return ", ".join(names) or "none allowed"
 
     async def _resolve_and_ask(self, call: _Call, prompt: str, token: str | None) -> CallPeerResult:
         target = await self._resolve(call.peer)
@@ -405,18 +412,15 @@ class CallPeer:
         if not roster:
             raise UnknownPeerError(f"{self.name}: no peers are registered with this hub right now")
         if not name.strip():
-            names = sorted({p.name for p in roster})
-            shown = [n for n in names if await self._allowed(n)] if self.gate else names
             raise UnknownPeerError(
-                f"{self.name}: peer is required (registered: {', '.join(shown) or 'none allowed'})"
+                f"{self.name}: peer is required (registered: {await self._listed(roster)})"
             )
         for candidate in roster:
             if candidate.name == name:
                 break
         else:
-            names = sorted({p.name for p in roster})
             raise UnknownPeerError(
-                f"{self.name}: unknown peer {_q(name)} (registered: {', '.join(names)})"
+                f"{self.name}: unknown peer {_q(name)} (registered: {await self._listed(roster)})"
             )
         if not candidate.endpoint:
             raise InvalidEndpointError(

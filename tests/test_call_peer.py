@@ -216,6 +216,8 @@ async def test_the_allow_list_matches_globs_on_the_configured_tool_name(reach) -
         await tool.acall(peer="prod-1", prompt="no")
     with pytest.raises(UnknownPeerError, match=r"peer is required \(registered: echo\)"):
         await tool.acall(peer="", prompt="which peers may I use?")
+    with pytest.raises(UnknownPeerError, match=r'unknown peer "echo-2" \(registered: echo\)$'):
+        await tool.acall(peer="echo-2", prompt="allowed by the glob, but not registered")
 
 
 async def test_an_unset_token_variable_is_named_and_nothing_is_sent(reach) -> None:
