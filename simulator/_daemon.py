@@ -21,7 +21,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from coreagent_sdk import PROTOCOL_VERSION, Clock, SystemClock
 from coreagent_sdk._wire import AgentEvent, AgentFrame, Content, Part, encode_sse
@@ -207,10 +207,6 @@ class _EventsEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         daemon = self.daemon
-        refused = daemon.refuse(request)
-        if refused is not None:
-            await refused(scope, receive, send)
-            return
         declared = request.headers.get(_VERSION_HEADER)
         version_headers = {"X-Attach-Protocol-Version": PROTOCOL_VERSION}
         if declared is not None:
@@ -292,6 +288,22 @@ class _EventsEndpoint:
                 return
 
 
+class _Guard:
+    """Auth and the JSON content type, checked once in front of every route."""
+
+    def __init__(self, app: ASGIApp, daemon: Daemon) -> None:
+        self.app = app
+        self.daemon = daemon
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            refused = self.daemon.refuse(Request(scope))
+            if refused is not None:
+                await refused(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 class Daemon:
     """One simulated core-agent daemon; a hub when it has a `registry`.
 
@@ -335,12 +347,15 @@ class Daemon:
             Route("/sessions/{app}/{sid}/events", _EventsEndpoint(self), methods=["GET"]),
             Route("/sessions/{sid}/events", _EventsEndpoint(self), methods=["GET"]),
             Route("/whoami", self._whoami, methods=["GET"]),
-            Route("/peers", self._list_peers, methods=["GET"]),
-            Route("/peers", self._register, methods=["POST"]),
-            Route("/peers/{rid}/heartbeat", self._heartbeat, methods=["POST"]),
-            Route("/peers/{rid}", self._deregister, methods=["DELETE"]),
         ]
-        self.app = FaultInjector(Starlette(routes=routes), self.faults)
+        if registry is not None:  # elsewhere /peers is the router's own 404
+            routes += [
+                Route("/peers", self._list_peers, methods=["GET"]),
+                Route("/peers", self._register, methods=["POST"]),
+                Route("/peers/{rid}/heartbeat", self._heartbeat, methods=["POST"]),
+                Route("/peers/{rid}", self._deregister, methods=["DELETE"]),
+            ]
+        self.app = FaultInjector(_Guard(Starlette(routes=routes), self), self.faults)
         if not multi_session:
             # Without a session factory the daemon still has its one main session.
             self.sessions["main"] = _Session(self, app_name, "main", ANONYMOUS.name)
@@ -441,9 +456,6 @@ class Daemon:
     # --- sessions ---------------------------------------------------------
 
     async def _create_session(self, request: Request) -> Response:
-        refused = self.refuse(request)
-        if refused is not None:
-            return refused
         if not self.multi_session:
             return _text(
                 501,
@@ -462,15 +474,9 @@ class Daemon:
         )
 
     async def _list_sessions(self, request: Request) -> Response:
-        refused = self.refuse(request)
-        if refused is not None:
-            return refused
         return JSONResponse({"sessions": [s.row() for s in self.sessions.values()]})
 
     async def _inject(self, request: Request) -> Response:
-        refused = self.refuse(request)
-        if refused is not None:
-            return refused
         body = await self._json_body(request, MAX_INJECT_BYTES)
         if isinstance(body, Response):
             return body
@@ -491,24 +497,14 @@ class Daemon:
         )
 
     async def _whoami(self, request: Request) -> Response:
-        refused = self.refuse(request)
-        if refused is not None:
-            return refused
         who = self.identify(request) or ANONYMOUS
         source = "none" if who is ANONYMOUS else "bearer"
         return JSONResponse({"identity": who.name, "admin": who.admin, "source": source})
 
     # --- peers (hub only) -------------------------------------------------
 
-    def _no_registry(self) -> Response:
-        return _text(404, "this daemon keeps no peer registry")
-
     async def _list_peers(self, request: Request) -> Response:
-        refused = self.refuse(request)
-        if refused is not None:
-            return refused
-        if self.registry is None:
-            return self._no_registry()
+        assert self.registry is not None  # the /peers routes exist on hubs only
         labels: dict[str, str] = {}
         for raw in request.query_params.getlist("label"):
             key, sep, value = raw.partition("=")
@@ -526,11 +522,7 @@ class Daemon:
         )
 
     async def _register(self, request: Request) -> Response:
-        refused = self.refuse(request)
-        if refused is not None:
-            return refused
-        if self.registry is None:
-            return self._no_registry()
+        assert self.registry is not None  # the /peers routes exist on hubs only
         body = await self._json_body(request, MAX_REGISTER_BYTES)
         if isinstance(body, Response):
             return body
@@ -550,22 +542,14 @@ class Daemon:
         return JSONResponse(entry.record(redact=False), status_code=201)
 
     async def _heartbeat(self, request: Request) -> Response:
-        refused = self.refuse(request)
-        if refused is not None:
-            return refused
-        if self.registry is None:
-            return self._no_registry()
+        assert self.registry is not None  # the /peers routes exist on hubs only
         entry = self.registry.heartbeat(request.path_params["rid"])
         if entry is None:
             return _text(404, "registration not found; register again")
         return JSONResponse(entry.record(redact=False))
 
     async def _deregister(self, request: Request) -> Response:
-        refused = self.refuse(request)
-        if refused is not None:
-            return refused
-        if self.registry is None:
-            return self._no_registry()
+        assert self.registry is not None  # the /peers routes exist on hubs only
         if not self.registry.deregister(request.path_params["rid"], self._caller(request)):
             return _text(403, "only the owner or an admin may deregister this peer")
         return Response(status_code=204)
