@@ -131,6 +131,12 @@ class AttachClient:
             headers=self._write_headers if write else self._read_headers,
             params=params,
         )
+        return await self._open(request, hint_by_status)
+
+    async def _open(
+        self, request: httpx.Request, hint_by_status: Mapping[int, str] | None = None
+    ) -> httpx.Response:
+        """Send `request` streaming; a transport failure or non-2xx answer is a typed error."""
         try:
             response = await self._http.send(request, stream=True)
         except httpx.TransportError as exc:
@@ -205,13 +211,8 @@ class AttachClient:
             params=[("since", str(since))] if since is not None else None,
             timeout=_STREAM_TIMEOUT,
         )
+        response = await self._open(request)
         try:
-            response = await self._http.send(request, stream=True)
-        except httpx.TransportError as exc:
-            raise transport_failure(exc, self.base_url, "attach") from exc
-        try:
-            if response.status_code >= 300:
-                raise await status_error(response, self._token, "attach")
             theirs = response.headers.get(_VERSION_HEADER)
             if theirs and _major(theirs) != _major(PROTOCOL_VERSION):
                 raise ProtocolError(
