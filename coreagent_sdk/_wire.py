@@ -84,11 +84,36 @@ def _put(out: dict[str, Any], key: str, value: Any) -> None:
         out[key] = value
 
 
-def _either(d: Mapping[str, Any], go_name: str, tagged: str, default: Any = None) -> Any:
-    """A field of the ADK event under its Go spelling or its newer lower-camel tag."""
-    if go_name in d:
-        return d[go_name]
-    return d.get(tagged, default)
+# Newer ADK releases tag the event's own fields in lower camel; decoding reads
+# the Go names, so a tagged event is renamed first (a Go name present wins).
+_TAGGED_TO_GO = {
+    "content": "Content",
+    "partial": "Partial",
+    "turnComplete": "TurnComplete",
+    "interrupted": "Interrupted",
+    "errorCode": "ErrorCode",
+    "errorMessage": "ErrorMessage",
+    "finishReason": "FinishReason",
+    "id": "ID",
+    "timestamp": "Timestamp",
+    "invocationId": "InvocationID",
+    "branch": "Branch",
+    "author": "Author",
+    "actions": "Actions",
+    "longRunningToolIds": "LongRunningToolIDs",
+    "modelVersion": "ModelVersion",
+    "avgLogprobs": "AvgLogprobs",
+    "citationMetadata": "CitationMetadata",
+    "groundingMetadata": "GroundingMetadata",
+    "usageMetadata": "UsageMetadata",
+    "customMetadata": "CustomMetadata",
+    "logprobsResult": "LogprobsResult",
+}
+
+
+def _go_spelling(d: Mapping[str, Any]) -> Mapping[str, Any]:
+    renamed = {go: d[tag] for tag, go in _TAGGED_TO_GO.items() if tag in d and go not in d}
+    return {**d, **renamed} if renamed else d
 
 
 def labels_dict(labels: Mapping[str, str]) -> dict[str, str]:
@@ -497,39 +522,10 @@ class AgentEvent:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AgentEvent:
-        if "Author" in d and "ID" in d and "InvocationID" in d:
-            return cls._from_go(d)  # the current daemon's spelling: no per-field probing
-        content = d.get("Content", d.get("content"))
-        lr = _either(d, "LongRunningToolIDs", "longRunningToolIds")
-        return cls(
-            content=Content.from_dict(content) if content is not None else None,
-            partial=bool(_either(d, "Partial", "partial", False)),
-            turn_complete=bool(_either(d, "TurnComplete", "turnComplete", False)),
-            interrupted=bool(_either(d, "Interrupted", "interrupted", False)),
-            error_code=_either(d, "ErrorCode", "errorCode", "") or "",
-            error_message=_either(d, "ErrorMessage", "errorMessage", "") or "",
-            finish_reason=_either(d, "FinishReason", "finishReason", "") or "",
-            id=_either(d, "ID", "id", "") or "",
-            timestamp=_either(d, "Timestamp", "timestamp", "") or "",
-            invocation_id=_either(d, "InvocationID", "invocationId", "") or "",
-            branch=_either(d, "Branch", "branch", "") or "",
-            author=_either(d, "Author", "author", "") or "",
-            actions=_frozen_map(_either(d, "Actions", "actions")),
-            long_running_tool_ids=tuple(lr) if lr is not None else None,
-            model_version=_either(d, "ModelVersion", "modelVersion", "") or "",
-            avg_logprobs=_either(d, "AvgLogprobs", "avgLogprobs", 0) or 0,
-            citation_metadata=_either(d, "CitationMetadata", "citationMetadata"),
-            grounding_metadata=_either(d, "GroundingMetadata", "groundingMetadata"),
-            usage_metadata=_either(d, "UsageMetadata", "usageMetadata"),
-            custom_metadata=_either(d, "CustomMetadata", "customMetadata"),
-            logprobs_result=_either(d, "LogprobsResult", "logprobsResult"),
-        )
-
-    @classmethod
-    def _from_go(cls, d: Mapping[str, Any]) -> AgentEvent:
+        if not ("Author" in d and "ID" in d and "InvocationID" in d):
+            d = _go_spelling(d)  # the current daemon's spelling needs no renaming
         content = d.get("Content")
         lr = d.get("LongRunningToolIDs")
-        actions = d.get("Actions")
         return cls(
             content=Content.from_dict(content) if content is not None else None,
             partial=bool(d.get("Partial", False)),
@@ -538,12 +534,12 @@ class AgentEvent:
             error_code=d.get("ErrorCode") or "",
             error_message=d.get("ErrorMessage") or "",
             finish_reason=d.get("FinishReason") or "",
-            id=d["ID"] or "",
+            id=d.get("ID") or "",
             timestamp=d.get("Timestamp") or "",
-            invocation_id=d["InvocationID"] or "",
+            invocation_id=d.get("InvocationID") or "",
             branch=d.get("Branch") or "",
-            author=d["Author"] or "",
-            actions=dict(actions) if actions is not None else None,
+            author=d.get("Author") or "",
+            actions=_frozen_map(d.get("Actions")),
             long_running_tool_ids=tuple(lr) if lr is not None else None,
             model_version=d.get("ModelVersion") or "",
             avg_logprobs=d.get("AvgLogprobs") or 0,
