@@ -13,7 +13,7 @@ import httpx
 # the 0.4 series, and tests/test_sse.py exercises both decoders.
 from httpx_sse._decoders import SSEDecoder, SSELineDecoder
 
-from ._wire import Frame, decode_frame
+from ._wire import Frame, decode_frame, event_kind
 from .errors import CoreAgentError, FrameTooLargeError, TransportFailure
 
 __all__ = ["MAX_LINE_BYTES", "iter_frames"]
@@ -33,11 +33,6 @@ async def _guarded(chunks: AsyncIterator[bytes], response: httpx.Response) -> As
             f"sse: the event stream from {response.url.host!r} broke off "
             f"({type(exc).__name__}: {exc})"
         ) from exc
-
-
-def _kind(event: str) -> str:
-    # httpx-sse reports a frame without an `event:` line as "message".
-    return "agent" if event == "message" else event
 
 
 async def iter_frames(
@@ -73,7 +68,7 @@ async def iter_frames(
         for line in lines.decode(text.decode(chunk)):
             sse = events.decode(line)
             if sse is not None:
-                if types is not None and _kind(sse.event) not in types:
+                if types is not None and event_kind(sse.event) not in types:
                     continue
                 frame = decode_frame(sse.event, sse.data)
                 if frame is not None:

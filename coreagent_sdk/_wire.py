@@ -951,9 +951,15 @@ _FRAME_TYPES: dict[str, Any] = {
         Pause,
     )
 }
-# No `event:` line (httpx-sse reports "message") is a legacy agent frame, like `agent`.
 _FRAME_TYPES["agent"] = AgentFrame
-_FRAME_TYPES["message"] = AgentFrame
+
+
+def event_kind(event: str) -> str:
+    """The event type a frame counts as: one with no `event:` line is a legacy `agent` frame.
+
+    (httpx-sse reports a missing `event:` line as "message".)
+    """
+    return "agent" if event in ("", "message") else event
 
 
 def decode_frame(event: str, data: str) -> Frame | None:
@@ -963,7 +969,7 @@ def decode_frame(event: str, data: str) -> Frame | None:
     skipped rather than fatal: a newer daemon may send what this SDK does not
     know, and one bad frame must not end a delegation.
     """
-    cls = _FRAME_TYPES.get(event or "message")
+    cls = _FRAME_TYPES.get(event_kind(event))
     if cls is None:
         return None
     try:
