@@ -82,6 +82,7 @@ _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what OpenAI and Anthropic b
 _SEPARATOR = "\n\n"
 # All a delegation reads; capabilities, status and inbox frames go unparsed.
 _READ_TYPES = frozenset({"agent", "turn-complete", "turn-error"})
+_READING = "the event stream"  # the step of a delegation that reads the turn
 
 Gate = Callable[[str, str], "Awaitable[None] | None"]
 T = TypeVar("T")
@@ -435,8 +436,15 @@ class CallPeer:
             )
         return candidate
 
-    def _request_error(self, call: _Call, exc: CoreAgentError, step: str) -> PeerRequestError:
+    def _request_error(self, call: _Call, exc: CoreAgentError, step: str) -> CallPeerError:
+        """What a failure at `step` of a delegation means to the caller, and its fix."""
         who = f"{self.name}: peer {_q(call.peer)}"
+        if isinstance(exc, TransportFailure) and step == _READING:
+            return StreamEndedError(
+                f"{who} broke off its event stream before the turn ended "
+                f"(session {call.session_id}): {exc}; no partial answer is returned. "
+                "Retry, or read the session on the peer"
+            )
         if isinstance(exc, NotImplementedByServerError) and step == "POST /sessions":
             return PeerRequestError(
                 f"{who} cannot open a session (501): {MULTI_SESSION_HINT}", status_code=501
@@ -467,18 +475,10 @@ class CallPeer:
             async with client.events(session, types=_READ_TYPES) as frames:
                 step = "POST inject"
                 await client.inject(session, prompt)
-                step = "the event stream"
+                step = _READING
                 text, truncated = await self._read(call, frames)
         except CallPeerError:
             raise
-        except TransportFailure as exc:
-            if step != "the event stream":
-                raise self._request_error(call, exc, step) from exc
-            raise StreamEndedError(
-                f"{self.name}: peer {_q(call.peer)} broke off its event stream before the turn "
-                f"ended (session {call.session_id}): {exc}; no partial answer is returned. "
-                "Retry, or read the session on the peer"
-            ) from exc
         except CoreAgentError as exc:
             raise self._request_error(call, exc, step) from exc
         return CallPeerResult(
