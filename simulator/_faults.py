@@ -36,12 +36,9 @@ class Faults:
     malformed_frames: bool = False
 
     def clear(self) -> None:
-        self.latency = 0.0
-        self.error_status = None
-        self.error_paths = ()
-        self.drop_streams_after = None
-        self.abort_streams_after = None
-        self.malformed_frames = False
+        """Heal the daemon: every field back to its default."""
+        for field in attrs.fields(Faults):
+            setattr(self, field.name, field.default)
 
 
 class FaultInjector:

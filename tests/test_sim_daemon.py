@@ -391,3 +391,18 @@ async def test_served_peers_are_listed_at_their_loopback_endpoints(open_fleet) -
         for p in (await http.get(f"{reach.url('hub')}/peers")).json()["peers"]
     }
     assert listed["prod-1"] == reach.url("prod-1")
+
+
+def test_clearing_faults_restores_every_default() -> None:
+    from simulator import Faults
+
+    faults = Faults(
+        latency=1.0,
+        error_status=503,
+        error_paths=("/peers",),
+        drop_streams_after=2,
+        abort_streams_after=3,
+        malformed_frames=True,
+    )
+    faults.clear()
+    assert faults == Faults()
