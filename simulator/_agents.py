@@ -78,6 +78,17 @@ class Turn:
         self.invocation_id = invocation_id
         self.tokens_out = 0
 
+    @property
+    def session_id(self) -> str:
+        """The id of the session this turn runs in (what a caller's `session_opened` saw)."""
+        return str(getattr(self._session, "session_id", ""))
+
+    async def emit(self, event: AgentEvent) -> AgentFrame:
+        """Publish a ready-made ADK event as is (a replay's recorded events, for instance)."""
+        frame = self._session.publish_agent(event)
+        await asyncio.sleep(0)
+        return frame
+
     def _event(
         self,
         parts: Sequence[Part],
@@ -117,13 +128,20 @@ class Turn:
         self._event([Part(text=text)], partial=True)
         await asyncio.sleep(0)
 
-    async def tool_call(self, name: str, args: dict[str, Any] | None = None) -> None:
-        self._event([Part(function_call=FunctionCall(name=name, args=args or {}))])
+    async def tool_call(
+        self, name: str, args: dict[str, Any] | None = None, *, id: str | None = None
+    ) -> None:
+        """A `functionCall` part; `id` pairs it with its `tool_result` when calls overlap."""
+        self._event([Part(function_call=FunctionCall(name=name, args=args or {}, id=id))])
         await asyncio.sleep(0)
 
-    async def tool_result(self, name: str, response: dict[str, Any]) -> None:
+    async def tool_result(
+        self, name: str, response: dict[str, Any], *, id: str | None = None
+    ) -> None:
+        """A `functionResponse` part (role user, as ADK records tool results)."""
         self._event(
-            [Part(function_response=FunctionResponse(name=name, response=response))], role="user"
+            [Part(function_response=FunctionResponse(name=name, response=response, id=id))],
+            role="user",
         )
         await asyncio.sleep(0)
 

@@ -13,14 +13,18 @@ from ._agents import (
     slow,
     stream,
 )
+from ._delegation import delegate, fan_out, join_answers
 
 __all__ = [
     "Behavior",
     "Turn",
     "custom",
+    "delegate",
     "drop_stream",
     "echo",
     "fail",
+    "fan_out",
+    "join_answers",
     "narrate",
     "never_finish",
     "reply",

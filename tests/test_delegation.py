@@ -1,0 +1,237 @@
+"""Delegation trees in the simulator: peers whose turns ask other peers of the same fleet."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from coreagent_sdk import AgentEvent, AgentFrame, AllowList, AttachClient, CallPeerResult
+from coreagent_sdk.errors import PeerTurnError
+from simulator import Fleet, behaviors
+
+from .conftest import Reach, ReachFactory
+
+
+def tree(fleet: Fleet, **options: Any) -> None:
+    """region -> zones a and b (by label) -> two nodes each (by label): three levels."""
+    fleet.add_peer("region", behaviors.fan_out(via=fleet, labels={"tier": "zone"}, **options))
+    for zone in ("a", "b"):
+        fleet.add_peer(
+            f"zone-{zone}",
+            behaviors.fan_out(via=fleet, labels={"zone": zone}, **options),
+            labels={"tier": "zone"},
+        )
+        for node in (1, 2):
+            fleet.add_peer(
+                f"node-{zone}{node}",
+                behaviors.reply(f"node {zone}{node}: 3 pods ready"),
+                labels={"zone": zone, "tier": "node"},
+            )
+
+
+async def agent_events(reach: Reach, peer: str, session_id: str) -> list[Any]:
+    """The peer session's recorded ADK events, read back with `since=0` up to its answer."""
+    client = AttachClient(reach.url(peer), transport=reach.transport)
+    events: list[AgentEvent] = []
+
+    async def read() -> None:
+        async with client.events(f"/sessions/core-agent/{session_id}", 0) as frames:
+            async for frame in frames:
+                if isinstance(frame, AgentFrame):
+                    event = frame.event
+                    events.append(event)
+                    if event.text and not event.has_function and event.author != "user":
+                        return  # the answer: the log is read
+
+    try:
+        await asyncio.wait_for(read(), 5)
+    finally:
+        await client.aclose()
+    return events
+
+
+async def test_a_three_level_tree_answers_with_what_every_leaf_said(
+    make_reach: ReachFactory,
+) -> None:
+    fleet = Fleet()
+    tree(fleet, timeout=5)
+    reach = await make_reach(fleet)
+
+    result = await reach.call_peer(timeout=10).acall(peer="region", prompt="how are the pods?")
+
+    assert result.response == (
+        "zone-a: node-a1: node a1: 3 pods ready\n\nnode-a2: node a2: 3 pods ready\n\n"
+        "zone-b: node-b1: node b1: 3 pods ready\n\nnode-b2: node b2: 3 pods ready"
+    )
+    assert not result.truncated
+
+
+async def test_each_sub_call_is_narrated_as_a_call_peer_tool_call_and_its_response(
+    make_reach: ReachFactory,
+) -> None:
+    fleet = Fleet()
+    tree(fleet, timeout=5)
+    reach = await make_reach(fleet)
+    result = await reach.call_peer(timeout=10).acall(peer="region", prompt="pods?")
+
+    events = await agent_events(reach, "region", result.session_id)
+
+    calls = [p.function_call for e in events for p in e.content.parts if p.function_call]
+    answers = [p.function_response for e in events for p in e.content.parts if p.function_response]
+    assert [(c.name, dict(c.args)) for c in calls] == [
+        ("call_peer", {"peer": "zone-a", "prompt": "pods?"}),
+        ("call_peer", {"peer": "zone-b", "prompt": "pods?"}),
+    ]
+    assert [a.name for a in answers] == ["call_peer", "call_peer"]
+    assert [a.id for a in answers] == [c.id for c in calls] and all(c.id for c in calls)
+    assert answers[0].response["peer"] == "zone-a"
+    assert answers[0].response["response"].startswith("node-a1: node a1: 3 pods ready")
+    assert events[-1].text == result.response
+
+
+async def test_delegate_forwards_the_prompt_and_answers_with_the_peer_answer() -> None:
+    fleet = Fleet()
+    fleet.add_peer("front", behaviors.delegate("back", via=fleet, prompt=lambda p, _: p.upper()))
+    fleet.add_peer("back", behaviors.echo())
+    async with fleet.call_peer(timeout=5) as tool:
+        result = await tool.acall(peer="front", prompt="hello there")
+    assert result.response == "HELLO THERE"
+
+
+@pytest.mark.parametrize("mode", ["in-process", "loopback"])
+async def test_a_cycle_ends_by_deadline_and_the_error_names_the_peer_that_timed_out(
+    mode: str,
+) -> None:
+    fleet = Fleet()
+    fleet.add_peer("a", behaviors.delegate("b", via=fleet, timeout=1.0))
+    fleet.add_peer("b", behaviors.delegate("a", via=fleet, timeout=1.0))
+    served = await fleet.serve() if mode == "loopback" else None
+    tool = served.call_peer(timeout=5) if served else fleet.call_peer(timeout=5)
+    started = time.monotonic()
+    try:
+        with pytest.raises(PeerTurnError) as caught:
+            await tool.acall(peer="a", prompt="ask the other one")
+        elapsed = time.monotonic() - started
+        # Every hop's turn ends too: nothing keeps asking once the first call is answered.
+        for _ in range(200):
+            if not any(d._tasks for d in fleet.daemons.values()):
+                break
+            await asyncio.sleep(0.01)
+        running = {n: len(d._tasks) for n, d in fleet.daemons.items() if d._tasks}
+    finally:
+        await tool.aclose()
+        await fleet.aclose()
+
+    message = str(caught.value)
+    assert 'peer "a" failed its turn' in message
+    # The innermost hop ran out of time asking a peer of the cycle, and says which.
+    assert "did not finish within" in message or "was not asked" in message
+    innermost = message.rsplit("call_peer: peer ", 1)[1]
+    assert innermost.startswith(('"a" ', '"b" '))
+    assert elapsed < 1.0 + 0.5  # within a's own deadline (plus scheduling slack)
+    assert running == {}
+
+
+async def test_a_fan_out_reports_a_failed_peer_beside_the_others_answers() -> None:
+    fleet = Fleet()
+    fleet.add_peer(
+        "lead", behaviors.fan_out(via=fleet, peers=["ok", "broken", "stuck"], timeout=0.3)
+    )
+    fleet.add_peer("ok", behaviors.reply("fine"))
+    fleet.add_peer("broken", behaviors.fail("rate_limited", "too many requests", retryable=True))
+    fleet.add_peer("stuck", behaviors.never_finish())
+    async with fleet.call_peer(timeout=5) as tool:
+        result = await tool.acall(peer="lead", prompt="status?")
+    await fleet.aclose()
+    blocks = result.response.split("\n\n")
+    assert blocks[1] == "ok: fine"
+    assert blocks[0].startswith('broken: failed: call_peer: peer "broken" failed its turn')
+    assert blocks[2].startswith(
+        'stuck: failed: call_peer: peer "stuck" did not finish within 0.3 s'
+    )
+
+
+async def test_delegate_fails_its_turn_with_the_peer_turn_error_kind() -> None:
+    fleet = Fleet()
+    fleet.add_peer("front", behaviors.delegate("back", via=fleet))
+    fleet.add_peer("back", behaviors.fail("rate_limited", "slow down", retryable=True))
+    async with fleet.call_peer(timeout=5) as tool:
+        with pytest.raises(PeerTurnError) as caught:
+            await tool.acall(peer="front", prompt="go")
+    assert caught.value.kind == "rate_limited" and caught.value.retryable
+    assert 'peer "back" failed its turn (rate_limited, retryable): slow down' in str(caught.value)
+
+
+async def test_the_delegating_peer_has_its_own_gate_and_byte_cap() -> None:
+    fleet = Fleet()
+    fleet.add_peer(
+        "lead",
+        behaviors.fan_out(
+            via=fleet,
+            peers=["allowed", "secret"],
+            gate=AllowList(["call_peer:allowed"]),
+            max_response_bytes=10,
+        ),
+    )
+    fleet.add_peer("allowed", behaviors.reply("0123456789abcdef"))
+    fleet.add_peer("secret", behaviors.reply("classified"))
+    async with fleet.call_peer(timeout=5) as tool:
+        result = await tool.acall(peer="lead", prompt="status?")
+    assert result.response == (
+        "allowed: 0123456789 [truncated]\n\n"
+        'secret: failed: call_peer: calling peer "secret" is not allowed (allow list: '
+        "call_peer:allowed); add a pattern such as 'call_peer:secret' to allow it"
+    )
+    assert "classified" not in result.response
+    assert fleet.peer("secret").sessions == {}  # the gate refused before any network call
+
+
+async def test_a_fan_out_with_no_matching_peer_fails_its_turn_and_says_which_labels() -> None:
+    fleet = Fleet()
+    fleet.add_peer("lead", behaviors.fan_out(via=fleet, labels={"tier": "zone"}))
+    async with fleet.call_peer(timeout=5) as tool:
+        with pytest.raises(PeerTurnError, match="no peer to ask \\(labels: tier=zone\\)"):
+            await tool.acall(peer="lead", prompt="status?")
+
+
+async def test_a_fan_out_never_asks_more_than_max_peers() -> None:
+    fleet = Fleet()
+    fleet.add_peer("lead", behaviors.fan_out(via=fleet, labels={"tier": "n"}, max_peers=2))
+    for i in range(3):
+        fleet.add_peer(f"n{i}", behaviors.echo(), labels={"tier": "n"})
+    async with fleet.call_peer(timeout=5) as tool:
+        with pytest.raises(PeerTurnError, match="3 peers match, more than max_peers=2"):
+            await tool.acall(peer="lead", prompt="status?")
+    assert all(fleet.peer(f"n{i}").sessions == {} for i in range(3))
+
+
+def test_delegation_options_are_checked_when_the_behaviour_is_made() -> None:
+    fleet = Fleet()
+    with pytest.raises(ValueError, match="peer must be a peer name"):
+        behaviors.delegate("", via=fleet)
+    with pytest.raises(ValueError, match="timeout must be in"):
+        behaviors.delegate("x", via=fleet, timeout=0)
+    with pytest.raises(ValueError, match="not both"):
+        behaviors.fan_out(via=fleet, peers=["a"], labels={"a": "b"})
+    with pytest.raises(ValueError, match="max_peers must be a positive int"):
+        behaviors.fan_out(via=fleet, max_peers=0)
+
+
+async def test_a_result_of_a_sub_call_is_the_wire_json_of_call_peer_result() -> None:
+    # The function response a delegating peer narrates is what CallPeer would hand a model.
+    fleet = Fleet()
+    fleet.add_peer("front", behaviors.fan_out(via=fleet, peers=["back"]))
+    fleet.add_peer("back", behaviors.reply("done"))
+    async with fleet.call_peer(timeout=5) as tool:
+        result = await tool.acall(peer="front", prompt="go")
+    reach = Reach(fleet, None)
+    events = await agent_events(reach, "front", result.session_id)
+    (response,) = [
+        p.function_response for e in events for p in e.content.parts if p.function_response
+    ]
+    back = CallPeerResult(**{k: v for k, v in response.response.items() if k != "truncated"})
+    assert (back.peer, back.response) == ("back", "done")
+    assert set(response.response) == {"peer", "session_id", "response", "duration_ms"}
