@@ -20,7 +20,14 @@ from ._call_peer import (
 )
 from ._client import AttachClient
 from ._clock import Clock, FakeClock, SystemClock
-from ._directory import Directory, DirectoryFunc, HubDirectory, Peer, StaticDirectory
+from ._directory import (
+    Directory,
+    DirectoryFunc,
+    HubDirectory,
+    Peer,
+    StaticDirectory,
+    lookup_peer,
+)
 from ._endpoint import endpoint_problem
 from ._registration import PeerRegistration, RegistrationEvent
 from ._runtime_cache import (
@@ -112,5 +119,6 @@ __all__ = [
     "WhoAmI",
     "__version__",
     "endpoint_problem",
+    "lookup_peer",
     "run_sync",
 ]

@@ -16,7 +16,15 @@ from ._http import LoopBoundClient
 from ._wire import labels_dict
 from .errors import CoreAgentError, DirectoryError, TokenUnsetError
 
-__all__ = ["Directory", "DirectoryFunc", "HubDirectory", "Peer", "StaticDirectory", "read_token"]
+__all__ = [
+    "Directory",
+    "DirectoryFunc",
+    "HubDirectory",
+    "Peer",
+    "StaticDirectory",
+    "lookup_peer",
+    "read_token",
+]
 
 
 @attrs.frozen
@@ -30,9 +38,28 @@ class Peer:
 
 @runtime_checkable
 class Directory(Protocol):
-    """A roster of peers, consulted on every call and never cached by the caller."""
+    """A roster of peers, consulted on every call and never cached by the caller.
+
+    `peers()` is all a directory must have. It may also have a by-name
+    ``async def lookup(self, name: str) -> Peer | None`` that answers without
+    listing the whole roster (the built-in directories do); `CallPeer` uses
+    it when present, else `lookup_peer`'s default, a scan of `peers()`, so a
+    directory with only `peers()` keeps working unchanged.
+    """
 
     async def peers(self) -> Sequence[Peer]: ...
+
+
+async def lookup_peer(directory: Directory, name: str) -> Peer | None:
+    """`directory.lookup(name)` when it has one; else the first peer of `peers()` so named."""
+    lookup = getattr(directory, "lookup", None)
+    if callable(lookup):
+        found = await lookup(name)
+        return found if isinstance(found, Peer) else None
+    for peer in await directory.peers():
+        if peer.name == name:
+            return peer
+    return None
 
 
 PeersResult = Union[Iterable[Peer], None]  # noqa: UP007 - a runtime alias on 3.10
@@ -54,18 +81,27 @@ class DirectoryFunc:
             got = await got
         return tuple(got) if got is not None else ()
 
+    async def lookup(self, name: str) -> Peer | None:
+        return next((p for p in await self.peers() if p.name == name), None)
+
 
 class StaticDirectory:
     """A fixed roster."""
 
     def __init__(self, peers: Iterable[Peer]) -> None:
         self._peers = tuple(peers)
+        self._by_name: dict[str, Peer] = {}
+        for peer in reversed(self._peers):  # the first of a duplicated name wins, as a scan
+            self._by_name[peer.name] = peer
 
     def __repr__(self) -> str:
         return f"StaticDirectory({[p.name for p in self._peers]!r})"
 
     async def peers(self) -> Sequence[Peer]:
         return self._peers
+
+    async def lookup(self, name: str) -> Peer | None:
+        return self._by_name.get(name)
 
 
 def read_token(
@@ -122,6 +158,10 @@ class HubDirectory:
                 f"directory: could not list peers on the hub {self.hub_url}: {exc}"
             ) from exc
         return tuple(Peer(r.name, r.endpoint, r.labels) for r in records)
+
+    async def lookup(self, name: str) -> Peer | None:
+        """The hub lists no single peer by name, so this reads the roster (`GET /peers`)."""
+        return next((p for p in await self.peers() if p.name == name), None)
 
     async def aclose(self) -> None:
         """Release pooled connections; the directory stays usable."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import weakref
 from typing import Any
 
 import httpx
@@ -109,26 +111,33 @@ def transport_failure(exc: httpx.TransportError, url: str, component: str) -> Co
 class LoopBoundClient:
     """One pooled `httpx.AsyncClient` per event loop, made on first use.
 
-    Pooled connections belong to the loop that opened them; a sync call made
-    with `asyncio.run` gets a new loop each time, so the client follows the
-    loop. `aclose()` releases the current one; the next use makes another.
+    Pooled connections belong to the loop that opened them, and closing them
+    must happen on that loop. A sync call gets a loop of its own (`asyncio.run`
+    or `run_sync`'s worker), so each loop gets its own client, and one loop's
+    client is never dropped unclosed because another loop used the tool (its
+    connections would be finalised later on no loop at all). `aclose()`
+    releases the current loop's client; clients of loops that have closed are
+    forgotten (nothing can close them any more; their loop closed their sockets).
     """
 
     def __init__(self, transport: httpx.AsyncBaseTransport | None) -> None:
         self._transport = transport
-        self._loop: object | None = None
-        self._client: httpx.AsyncClient | None = None
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def get(self) -> httpx.AsyncClient:
-        import asyncio
-
         loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            self._client = make_http_client(self._transport)
-            self._loop = loop
-        return self._client
+        client = self._clients.get(loop)
+        if client is None:
+            for other in [k for k in self._clients if k.is_closed()]:
+                del self._clients[other]
+            client = self._clients[loop] = make_http_client(self._transport)
+        return client
 
     async def aclose(self) -> None:
-        client, self._client, self._loop = self._client, None, None
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        for other in [k for k in self._clients if k.is_closed()]:
+            del self._clients[other]
         if client is not None:
             await client.aclose()

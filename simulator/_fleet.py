@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import re
 import socket
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
+
+import attrs
 
 from coreagent_sdk import (
     ASGITransport,
@@ -21,7 +25,8 @@ from coreagent_sdk import (
 from ._agents import Behavior
 from ._daemon import Daemon
 from ._faults import Faults
-from ._registry import Identity, PeerRegistry
+from ._fleet_directory import FleetDirectory
+from ._registry import DEFAULT_TTL, MAX_TTL, Identity, PeerRegistry
 
 __all__ = ["Fleet", "ServedFleet"]
 
@@ -44,6 +49,16 @@ def _identities(tokens: Mapping[str, Identity | str] | None) -> dict[str, Identi
     return {t: (i if isinstance(i, Identity) else Identity(i)) for t, i in tokens.items()}
 
 
+@attrs.frozen
+class _Member:
+    """How a fleet peer registers, so that `revive` can do it again."""
+
+    labels: dict[str, str]
+    ttl: float
+    owner: str | None
+    heartbeat: bool
+
+
 class Fleet:
     """A hub at `http://hub.sim` plus peers at `http://<name>.sim`, all in-process.
 
@@ -51,6 +66,12 @@ class Fleet:
     protected fleet: every daemon then answers 401 without a valid token, the
     hub records owners and redacts registration ids from non-owners. Without
     it the fleet is open, like a real hub without multi-session auth.
+
+    Peers stay registered for as long as they are part of the fleet: each
+    heartbeats at a third of its lease on the fleet's ``clock``, as a real
+    daemon does (lazily: no task or request runs while the fleet idles), until
+    `expire`, `remove_peer` or `aclose`. Tools from `call_peer` close with the
+    fleet.
     """
 
     def __init__(
@@ -69,6 +90,8 @@ class Fleet:
         self.hub = Daemon(_HUB, registry=self.registry, tokens=self.tokens, clock=self.clock)
         self._mount(_HUB, self.hub)
         self._served: ServedFleet | None = None
+        self._members: dict[str, _Member] = {}
+        self._tools: weakref.WeakSet[CallPeer] = weakref.WeakSet()
 
     def __repr__(self) -> str:
         peers = [n for n in self.daemons if n != _HUB]
@@ -86,6 +109,12 @@ class Fleet:
         self.daemons[name] = daemon
         self.transport.mount(f"{name}.{self.domain}", ASGITransport(daemon.app))
 
+    def _own_endpoints(self, name: str) -> tuple[str, ...]:
+        """The endpoints under which the fleet itself registers daemon `name`."""
+        if self._served is not None and name in self._served.urls:
+            return (self.url(name), self._served.urls[name])
+        return (self.url(name),)
+
     def add_peer(
         self,
         name: str,
@@ -94,12 +123,20 @@ class Fleet:
         labels: Mapping[str, str] | None = None,
         multi_session: bool = True,
         token: str | None = None,
-        ttl: float = 60,
+        ttl: float = DEFAULT_TTL,
+        heartbeat: bool = True,
     ) -> Daemon:
         """Start a peer daemon and register it with the hub under `name`.
 
-        ``token`` is the peer's own credential on a protected fleet: its
-        registration is owned by that token's identity.
+        ``ttl`` is the lease in seconds; above the hub's maximum
+        (`MAX_TTL`, 5 minutes) it is clamped, as the real hub does, and the
+        record's `lease_expires_at` shows the clamped lease. The peer
+        heartbeats at a third of its lease on the fleet's clock, so it stays
+        registered until `expire(name)` or `remove_peer(name)`;
+        ``heartbeat=False`` adds one that never heartbeats, whose lease lapses
+        after ``ttl`` (for lease experiments). ``token`` is the peer's own
+        credential on a protected fleet: its registration is owned by that
+        token's identity.
         """
         if not isinstance(name, str) or not _NAME.match(name) or name == _HUB:
             raise ValueError(
@@ -108,6 +145,11 @@ class Fleet:
             )
         if name in self.daemons:
             raise ValueError(f"simulator: the fleet already has a peer named {name!r}")
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < math.inf:
+            raise ValueError(
+                f"simulator: ttl must be a positive number of seconds, got {ttl!r}; "
+                f"the default is {DEFAULT_TTL:g} and the hub clamps it to {MAX_TTL:g}"
+            )
         owner = None
         if self.tokens is not None and token is not None:
             identity = self.tokens.get(token)
@@ -125,11 +167,16 @@ class Fleet:
             clock=self.clock,
         )
         self._mount(name, daemon)
-        endpoint = self.url(name)
-        if self._served is not None and name in self._served.urls:
-            endpoint = self._served.urls[name]
-        self.registry.register(name, endpoint, dict(labels or {}), ttl, owner=owner)
+        self._members[name] = _Member(dict(labels or {}), ttl, owner, bool(heartbeat))
+        self._register(name)
         return daemon
+
+    def _register(self, name: str) -> None:
+        member = self._members[name]
+        endpoint = self._own_endpoints(name)[-1]  # the loopback one while served
+        self.registry.register(name, endpoint, dict(member.labels), member.ttl, owner=member.owner)
+        if member.heartbeat:
+            self.registry.keep_alive(name)
 
     def peer(self, name: str) -> Daemon:
         try:
@@ -139,13 +186,43 @@ class Fleet:
                 f"simulator: no daemon named {name!r} (have: {', '.join(sorted(self.daemons))})"
             ) from None
 
+    def _member(self, name: str, verb: str) -> _Member:
+        member = self._members.get(name)
+        if member is None:
+            raise KeyError(
+                f"simulator: cannot {verb} {name!r}: the fleet has no such peer (peers: "
+                f"{', '.join(sorted(self._members)) or 'none'}); add it with add_peer()"
+            )
+        return member
+
     def faults(self, name: str) -> Faults:
         """The mutable `Faults` of one daemon (`"hub"` for the hub)."""
         return self.peer(name).faults
 
     def expire(self, name: str) -> bool:
-        """Let the peer's lease lapse now; False when it was not registered."""
+        """Let the peer's lease lapse now, as if it stopped heartbeating; False if not registered.
+
+        A fleet peer stays gone (its daemon still runs) until `revive(name)`.
+        """
         return self.registry.expire(name)
+
+    def revive(self, name: str) -> None:
+        """Register a fleet peer again (a new registration id), heartbeating if it did before."""
+        self._member(name, "revive")
+        self._register(name)
+
+    def remove_peer(self, name: str) -> None:
+        """Deregister a fleet peer, stop its daemon (and its socket, if served), forget it."""
+        self._member(name, "remove")
+        entry = self.registry.lookup(name)
+        if entry is not None and entry.endpoint in self._own_endpoints(name):
+            self.registry.remove(name)
+        if self._served is not None:
+            self._served._stop(name)
+        del self._members[name]
+        daemon = self.daemons.pop(name)
+        self.transport.unmount(f"{name}.{self.domain}")
+        _cancel(daemon)
 
     def directory(
         self,
@@ -166,9 +243,18 @@ class Fleet:
         )
 
     def call_peer(self, **kwargs: Any) -> CallPeer:
-        """A `CallPeer` wired to this fleet (its directory uses the same token variable)."""
+        """A `CallPeer` that reaches this fleet in-process, closed with the fleet.
+
+        Names resolve against the hub's registry directly (a `FleetDirectory`:
+        same leases as `GET /peers`, no HTTP, no roster read per call), and
+        peers are dialed in-process even while the fleet is served. Pass
+        ``directory=fleet.directory()`` to go through the hub's HTTP API.
+        """
         kwargs.setdefault("transport", self.transport)
-        return _call_peer(self.directory, kwargs)
+        kwargs.setdefault("directory", FleetDirectory(self))
+        tool = CallPeer(**kwargs)
+        self._tools.add(tool)
+        return tool
 
     async def serve(self, host: str = "127.0.0.1", port: int = 0) -> ServedFleet:
         """Put every daemon on its own loopback socket (hub on `port`, peers after it)."""
@@ -180,7 +266,9 @@ class Fleet:
         return served
 
     async def aclose(self) -> None:
-        """Stop every turn and stream (and the servers, if served)."""
+        """Close the tools it handed out, stop every turn and stream (and the servers)."""
+        for tool in list(self._tools):
+            await tool.aclose()
         if self._served is not None:
             await self._served.aclose()
         for daemon in self.daemons.values():
@@ -189,10 +277,14 @@ class Fleet:
     def close(self) -> None:
         """Best-effort synchronous cleanup (for sync fixtures): cancel running turns."""
         for daemon in self.daemons.values():
-            daemon.close_streams()
-            for task in list(daemon._tasks):
-                with contextlib.suppress(RuntimeError):  # its loop may be closed already
-                    task.cancel()
+            _cancel(daemon)
+
+
+def _cancel(daemon: Daemon) -> None:
+    daemon.close_streams()
+    for task in list(daemon._tasks):
+        with contextlib.suppress(RuntimeError):  # its loop may be closed already
+            task.cancel()
 
 
 def _server_class() -> Any:
@@ -213,12 +305,19 @@ def _server_class() -> Any:
 
 
 class ServedFleet:
-    """A fleet on loopback sockets: `urls[name]` is each daemon's base URL."""
+    """A fleet on loopback sockets: `urls[name]` is each daemon's base URL.
+
+    While served, the hub lists the loopback endpoints, and `fleet.transport`
+    also routes those hosts in-process, so tools made from the fleet (before
+    or after serving) keep calling in-process; `call_peer()` here goes over
+    the sockets.
+    """
 
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
         self.urls: dict[str, str] = {}
-        self._servers: list[tuple[Any, asyncio.Task[None]]] = []
+        self._servers: dict[str, tuple[Any, asyncio.Task[None]]] = {}
+        self._stopped: list[tuple[Any, asyncio.Task[None]]] = []
 
     def __repr__(self) -> str:
         return f"ServedFleet({self.urls!r})"
@@ -250,7 +349,7 @@ class ServedFleet:
                 )
                 server = server_class(config)
                 task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
-                self._servers.append((server, task))
+                self._servers[name] = (server, task)
                 for _ in range(500):  # up to 5 s for the socket to accept
                     if server.started or task.done():
                         break
@@ -261,12 +360,28 @@ class ServedFleet:
                 bound = sock.getsockname()[1]
                 shown = f"[{host}]" if ":" in host else host
                 self.urls[name] = f"http://{shown}:{bound}"
+                self.fleet.transport.mount(f"{shown}:{bound}", ASGITransport(daemon.app))
         except BaseException:
             await self.aclose()
             raise
         for name, url in self.urls.items():
-            if name != _HUB:
-                self.fleet.registry.set_endpoint(name, url)
+            self._point(name, self.fleet.url(name), url)
+
+    def _point(self, name: str, old: str, new: str) -> None:
+        """Move a fleet peer's registration from endpoint `old` to `new` (not someone else's)."""
+        entry = self.fleet.registry.lookup(name)
+        if name != _HUB and entry is not None and entry.endpoint == old:
+            self.fleet.registry.set_endpoint(name, new)
+
+    def _stop(self, name: str) -> None:
+        """Stop serving one daemon now (its server finishes in the background until aclose)."""
+        url = self.urls.pop(name, None)
+        if url is not None:
+            self.fleet.transport.unmount(url.removeprefix("http://"))
+        got = self._servers.pop(name, None)
+        if got is not None:
+            got[0].should_exit = True
+            self._stopped.append(got)
 
     @property
     def hub_url(self) -> str:
@@ -277,24 +392,28 @@ class ServedFleet:
         return HubDirectory(self.hub_url, labels=labels, **kwargs)
 
     def call_peer(self, **kwargs: Any) -> CallPeer:
-        """A `CallPeer` over loopback sockets (transport=None)."""
-        return _call_peer(self.directory, kwargs)
+        """A `CallPeer` over loopback sockets (transport=None), closed with the fleet."""
+        tool = _call_peer(self.directory, kwargs)
+        self.fleet._tools.add(tool)
+        return tool
 
     async def aclose(self) -> None:
         """Stop the servers and point the registry back at the in-process URLs."""
         for daemon in self.fleet.daemons.values():
             daemon.close_streams()
-        for server, _ in self._servers:
+        servers = [*self._servers.values(), *self._stopped]
+        for server, _ in servers:
             server.should_exit = True
-        for server, task in self._servers:
+        for server, task in servers:
             try:
                 await asyncio.wait_for(task, 10)
             except (asyncio.TimeoutError, Exception):
                 server.force_exit = True
         self._servers.clear()
-        for name in self.urls:
-            if name != _HUB:
-                self.fleet.registry.set_endpoint(name, self.fleet.url(name))
+        self._stopped.clear()
+        for name, url in self.urls.items():
+            self.fleet.transport.unmount(url.removeprefix("http://"))
+            self._point(name, url, self.fleet.url(name))
         self.urls.clear()
         if self.fleet._served is self:
             self.fleet._served = None

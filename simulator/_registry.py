@@ -49,6 +49,18 @@ class _Entry:
     registered_at: float
     last_heartbeat: float
     lease_expires: float
+    # Kept alive by its (simulated) daemon: renewed lazily, see PeerRegistry.keep_alive.
+    kept: bool = False
+
+    def renew(self, now: float) -> None:
+        """Bring a kept lease up to `now` as heartbeats every third of the TTL would have."""
+        if not self.kept:
+            return
+        period = self.ttl / 3
+        beats = (now - self.last_heartbeat) // period
+        if beats >= 1:
+            self.last_heartbeat += beats * period
+            self.lease_expires = self.last_heartbeat + self.ttl
 
     def record(self, *, redact: bool) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -69,6 +81,11 @@ class PeerRegistry:
 
     Pruning happens on every read and write, so an expired lease is never
     listed (a real hub prunes every 5 s; this is the strict end of that).
+
+    Entries marked with `keep_alive` belong to daemons that heartbeat at a
+    third of their lease, as real daemons do. No task runs for them: their
+    lease is brought up to date when it is read, on the registry's clock, so
+    a fleet of any size idles for free and a `FakeClock` jump keeps them.
     """
 
     def __init__(self, clock: Clock | None = None) -> None:
@@ -85,7 +102,9 @@ class PeerRegistry:
     def prune(self) -> list[str]:
         """Drop expired leases; returns the names dropped."""
         now = self.clock.now()
-        gone = [n for n, e in self._by_name.items() if e.lease_expires <= now]
+        # A kept lease never lapses (its next beat is due before it would), so it
+        # needs no renewal here; readers renew what they show.
+        gone = [n for n, e in self._by_name.items() if not e.kept and e.lease_expires <= now]
         for name in gone:
             del self._by_name[name]
         return gone
@@ -173,24 +192,53 @@ class PeerRegistry:
         """Live entries sorted by name, keeping those whose labels include every pair."""
         self.prune()
         wanted = dict(labels or {})
-        return [
+        now = self.clock.now()
+        listed = [
             e
             for _, e in sorted(self._by_name.items())
             if all(e.labels.get(k) == v for k, v in wanted.items())
         ]
+        for entry in listed:
+            entry.renew(now)
+        return listed
 
     def get(self, name: str) -> _Entry | None:
         self.prune()
-        return self._by_name.get(name)
+        return self.lookup(name)
+
+    def lookup(self, name: str) -> _Entry | None:
+        """The live entry for `name`, checking only that entry's lease (O(1))."""
+        entry = self._by_name.get(name)
+        if entry is None:
+            return None
+        now = self.clock.now()
+        entry.renew(now)
+        if entry.lease_expires <= now:
+            del self._by_name[name]
+            return None
+        return entry
+
+    def keep_alive(self, name: str, keep: bool = True) -> bool:
+        """Mark `name`'s lease as kept by heartbeats (or stop keeping it); False if unknown."""
+        entry = self.lookup(name)
+        if entry is None:
+            return False
+        entry.kept = keep
+        return True
 
     def expire(self, name: str) -> bool:
         """Let `name`'s lease lapse now (as if its heartbeats stopped long ago)."""
         entry = self._by_name.get(name)
         if entry is None:
             return False
+        entry.kept = False
         entry.lease_expires = self.clock.now()
         self.prune()
         return True
+
+    def remove(self, name: str) -> bool:
+        """Drop `name`'s registration whoever owns it (the simulator's own bookkeeping)."""
+        return self._by_name.pop(name, None) is not None
 
     def set_endpoint(self, name: str, endpoint: str) -> None:
         entry = self._by_name.get(name)

@@ -62,6 +62,7 @@ SDK = {
     "WhoAmI",
     "__version__",
     "endpoint_problem",
+    "lookup_peer",
     "run_sync",
 }
 

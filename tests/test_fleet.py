@@ -1,0 +1,212 @@
+"""`Fleet`: peers that stay registered as long as they are part of the fleet, and serving."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+
+import httpx
+import pytest
+
+from coreagent_sdk import FakeClock
+from coreagent_sdk.errors import UnknownPeerError
+from simulator import MAX_TTL, Fleet, behaviors
+
+
+def stamp(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+async def listed(fleet: Fleet) -> dict[str, dict[str, str]]:
+    """The hub's `GET /peers`, over HTTP in-process, by name."""
+    async with httpx.AsyncClient(transport=fleet.transport) as http:
+        answer = await http.get(f"{fleet.hub_url}/peers")
+    return {p["name"]: p for p in answer.json()["peers"]}
+
+
+@pytest.fixture
+async def clocked():
+    clock = FakeClock()
+    fleet = Fleet(clock=clock)
+    fleet.add_peer("prod-1", behaviors.reply("ok"), ttl=30)
+    fleet.add_peer("prod-2", behaviors.reply("ok"))
+    try:
+        yield fleet, clock
+    finally:
+        await fleet.aclose()
+
+
+async def test_fleet_peers_stay_registered_for_an_hour_of_fake_time(clocked) -> None:
+    fleet, clock = clocked
+    tool = fleet.call_peer(timeout=5)
+    clock.advance(3600)
+    assert (await tool.acall(peer="prod-1", prompt="still there?")).response == "ok"
+    assert (await tool.acall(peer="prod-2", prompt="still there?")).response == "ok"
+    rows = await listed(fleet)
+    assert sorted(rows) == ["prod-1", "prod-2"]
+    # As a heartbeat every third of the lease would have left it: the last beat is
+    # at most ttl/3 ago and the lease runs a full ttl from that beat.
+    beat = stamp(rows["prod-1"]["last_heartbeat"])
+    assert clock.now() - 10 <= beat <= clock.now()
+    assert stamp(rows["prod-1"]["lease_expires_at"]) == pytest.approx(beat + 30, abs=0.002)
+
+
+async def test_keeping_leases_alive_runs_no_task_and_no_request_while_idle(clocked) -> None:
+    fleet, clock = clocked
+    tasks_before = len(asyncio.all_tasks())
+    clock.advance(3600)
+    await asyncio.sleep(0)
+    assert clock.sleepers == 0
+    assert len(asyncio.all_tasks()) == tasks_before
+    assert all(not d._tasks for d in fleet.daemons.values())
+    assert fleet.registry.lookup("prod-1") is not None
+
+
+async def test_on_the_system_clock_a_one_second_lease_outlives_its_ttl() -> None:
+    fleet = Fleet()
+    fleet.add_peer("quick", behaviors.reply("here"), ttl=1)
+    tool = fleet.call_peer(timeout=5)
+    try:
+        await asyncio.sleep(1.3)  # past the lease: only a renewal keeps it
+        assert (await tool.acall(peer="quick", prompt="there?")).response == "here"
+        assert "quick" in await listed(fleet)
+    finally:
+        await fleet.aclose()
+
+
+async def test_an_expired_peer_stays_gone_until_revived(clocked) -> None:
+    fleet, clock = clocked
+    tool = fleet.call_peer(timeout=5)
+    first_id = fleet.registry.lookup("prod-1").registration_id
+    assert fleet.expire("prod-1") is True
+    with pytest.raises(UnknownPeerError, match='unknown peer "prod-1"'):
+        await tool.acall(peer="prod-1", prompt="hello?")
+    clock.advance(3600)
+    assert sorted(await listed(fleet)) == ["prod-2"]
+    fleet.revive("prod-1")
+    assert (await tool.acall(peer="prod-1", prompt="back?")).response == "ok"
+    assert fleet.registry.lookup("prod-1").registration_id != first_id
+    clock.advance(3600)
+    assert sorted(await listed(fleet)) == ["prod-1", "prod-2"]
+
+
+async def test_a_peer_added_without_heartbeats_lapses_after_its_ttl(clocked) -> None:
+    fleet, clock = clocked
+    fleet.add_peer("mute", behaviors.reply("ok"), ttl=20, heartbeat=False)
+    clock.advance(19)
+    assert "mute" in await listed(fleet)
+    clock.advance(1)
+    assert "mute" not in await listed(fleet)
+    with pytest.raises(UnknownPeerError, match='unknown peer "mute"'):
+        await fleet.call_peer(timeout=5).acall(peer="mute", prompt="hello?")
+
+
+async def test_a_ttl_over_five_minutes_is_clamped_as_the_hub_does(clocked) -> None:
+    fleet, clock = clocked
+    fleet.add_peer("long", ttl=3600, heartbeat=False)
+    row = (await listed(fleet))["long"]
+    assert stamp(row["lease_expires_at"]) - stamp(row["registered_at"]) == pytest.approx(MAX_TTL)
+    clock.advance(MAX_TTL)
+    assert "long" not in await listed(fleet)
+
+
+@pytest.mark.parametrize("ttl", [0, -1, float("nan"), float("inf"), "60", True])
+def test_a_ttl_that_is_not_a_positive_number_is_refused(ttl) -> None:
+    with pytest.raises(ValueError, match=r"simulator: ttl must be a positive number"):
+        Fleet().add_peer("p", ttl=ttl)
+
+
+async def test_removing_a_peer_deregisters_it_and_stops_its_daemon(clocked) -> None:
+    fleet, _ = clocked
+    fleet.add_peer("doomed", behaviors.never_finish())
+    tool = fleet.call_peer(timeout=5)
+    task = asyncio.ensure_future(tool.acall(peer="doomed", prompt="work forever"))
+    for _ in range(200):
+        if fleet.daemons["doomed"]._tasks:
+            break
+        await asyncio.sleep(0.005)
+    daemon = fleet.daemons["doomed"]
+    running = list(daemon._tasks)
+    assert running
+    fleet.remove_peer("doomed")
+    assert "doomed" not in await listed(fleet)
+    assert "doomed" not in fleet.daemons
+    await asyncio.gather(*running, return_exceptions=True)
+    assert all(t.done() for t in running)
+    with pytest.raises(Exception):  # noqa: B017,PT011 - the stream ended or the peer is gone
+        await asyncio.wait_for(task, 5)
+    async with httpx.AsyncClient(transport=fleet.transport) as http:
+        with pytest.raises(httpx.TransportError, match=r"no transport for host 'doomed\.sim'"):
+            await http.get("http://doomed.sim/whoami")
+    with pytest.raises(KeyError, match="cannot remove 'doomed'"):
+        fleet.remove_peer("doomed")
+    fleet.add_peer("doomed", behaviors.reply("again"))  # the name is free again
+    assert (await tool.acall(peer="doomed", prompt="hi")).response == "again"
+
+
+def test_reviving_a_name_that_is_not_a_fleet_peer_says_so() -> None:
+    with pytest.raises(KeyError, match=r"cannot revive 'ghost'.*add it with add_peer"):
+        Fleet().revive("ghost")
+
+
+# --- served ------------------------------------------------------------------
+
+
+async def test_in_process_and_loopback_calls_to_a_served_fleet_both_work_in_either_order() -> None:
+    fleet = Fleet()
+    fleet.add_peer("prod-1", behaviors.echo())
+    before = fleet.call_peer(timeout=5)
+    hub_before = fleet.call_peer(timeout=5, directory=fleet.directory())
+    try:
+        served = await fleet.serve()
+        after = fleet.call_peer(timeout=5)
+        over = served.call_peer(timeout=5)
+        for tool in (before, over, after, hub_before, over, before):
+            result = await tool.acall(peer="prod-1", prompt="ping")
+            assert result.response == "ping"
+        assert (await listed(fleet))["prod-1"]["endpoint"] == served.urls["prod-1"]
+        fleet.add_peer("late", behaviors.reply("late"))  # added while served: in-process
+        assert (await after.acall(peer="late", prompt="hi")).response == "late"
+        await served.aclose()
+        assert (await listed(fleet))["prod-1"]["endpoint"] == fleet.url("prod-1")
+        assert (await before.acall(peer="prod-1", prompt="again")).response == "again"
+    finally:
+        await fleet.aclose()
+
+
+async def test_removing_a_served_peer_closes_its_socket() -> None:
+    fleet = Fleet()
+    fleet.add_peer("prod-1", behaviors.echo())
+    fleet.add_peer("prod-2", behaviors.echo())
+    try:
+        served = await fleet.serve()
+        url = served.urls["prod-2"]
+        over = served.call_peer(timeout=5)
+        assert (await over.acall(peer="prod-2", prompt="x")).response == "x"
+        await over.aclose()
+        fleet.remove_peer("prod-2")
+        with pytest.raises(UnknownPeerError):
+            await over.acall(peer="prod-2", prompt="x")
+        assert "prod-2" not in served.urls
+        for _ in range(100):  # the server winds down within a moment
+            try:
+                async with httpx.AsyncClient() as http:
+                    await http.get(f"{url}/whoami", timeout=1)
+            except httpx.TransportError:
+                break
+            await asyncio.sleep(0.02)
+        else:
+            pytest.fail(f"{url} still answers after remove_peer")
+    finally:
+        await fleet.aclose()
+
+
+async def test_tools_a_fleet_hands_out_close_with_the_fleet() -> None:
+    fleet = Fleet()
+    fleet.add_peer("prod-1", behaviors.echo())
+    served = await fleet.serve()
+    over = served.call_peer(timeout=5)
+    await over.acall(peer="prod-1", prompt="x")
+    assert over._http._clients  # a pooled loopback connection is held
+    await fleet.aclose()
+    assert not over._http._clients
