@@ -41,6 +41,7 @@ from ._client import MULTI_SESSION_HINT, AttachClient
 from ._directory import Directory, HubDirectory, Peer, read_token
 from ._endpoint import endpoint_problem
 from ._http import LoopBoundClient
+from ._scrub import scrub, server_text
 from ._wire import AgentFrame, Frame, TurnComplete, TurnError
 from .errors import (
     APIStatusError,
@@ -83,6 +84,7 @@ _SEPARATOR = "\n\n"
 # All a delegation reads; capabilities, status and inbox frames go unparsed.
 _READ_TYPES = frozenset({"agent", "turn-complete", "turn-error"})
 _READING = "the event stream"  # the step of a delegation that reads the turn
+_MAX_QUOTED = 1000  # characters of a peer's own words quoted in an error message
 
 Gate = Callable[[str, str], "Awaitable[None] | None"]
 T = TypeVar("T")
@@ -501,7 +503,8 @@ class CallPeer:
                 event = frame.event  # type: ignore[union-attr]
                 if event.partial:
                     continue
-                text = event.text
+                # A peer may echo the caller's token; it must not reach the model.
+                text = scrub(event.text)
                 by_model = event.author not in ("", "user")
                 if text and by_model:
                     if not pieces:
@@ -520,10 +523,13 @@ class CallPeer:
                 break
             elif kind is TurnError:
                 err: TurnError = frame  # type: ignore[assignment]
+                said, said_cut = server_text(err.message, _MAX_QUOTED)
+                hint, hint_cut = server_text(err.hint or "", _MAX_QUOTED)
                 raise PeerTurnError(
                     f"{self.name}: peer {_q(call.peer)} failed its turn ({err.kind}"
-                    f"{', retryable' if err.retryable else ''}): {err.message}"
-                    f"{'; ' + err.hint if err.hint else ''} (session {call.session_id})",
+                    f"{', retryable' if err.retryable else ''}): {said}{'...' if said_cut else ''}"
+                    f"{'; ' + hint if hint else ''}{'...' if hint_cut else ''} "
+                    f"(session {call.session_id})",
                     kind=err.kind,
                     peer_message=err.message,
                     retryable=err.retryable,

@@ -14,6 +14,7 @@ import httpx
 from ._endpoint import checked_base_url, endpoint_problem
 from ._http import make_http_client, read_json, status_error, transport_failure
 from ._sse import MAX_LINE_BYTES, iter_frames
+from ._token import checked_token
 from ._wire import (
     PROTOCOL_VERSION,
     Frame,
@@ -81,7 +82,7 @@ class AttachClient:
         max_line_bytes: int = MAX_LINE_BYTES,
     ) -> None:
         self.base_url = checked_base_url(base_url, "attach")
-        self._token = token or None
+        self._token = checked_token(token, "token=", "attach")
         self._owns_http = http_client is None
         self._http = http_client if http_client is not None else make_http_client(transport)
         self._max_line_bytes = max_line_bytes
@@ -146,7 +147,7 @@ class AttachClient:
                 hint = (hint_by_status or {}).get(response.status_code, "")
                 if response.status_code == 401 and not hint:
                     hint = "pass a token the daemon accepts (token=...)"
-                raise await status_error(response, self._token, "attach", hint)
+                raise await status_error(response, "attach", hint)
             finally:
                 await response.aclose()
         return response

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Protocol, Union, runtime_checkable
 
@@ -13,8 +12,9 @@ import httpx
 from ._client import AttachClient
 from ._endpoint import checked_base_url
 from ._http import LoopBoundClient
+from ._token import checked_token, read_token
 from ._wire import labels_dict
-from .errors import CoreAgentError, DirectoryError, TokenUnsetError
+from .errors import CoreAgentError, DirectoryError
 
 __all__ = [
     "Directory",
@@ -104,21 +104,6 @@ class StaticDirectory:
         return self._by_name.get(name)
 
 
-def read_token(
-    token_env: str | None, environ: Mapping[str, str] | None, component: str
-) -> str | None:
-    """The token named by `token_env`, read now; None when no variable is named."""
-    if token_env is None:
-        return None
-    value = (os.environ if environ is None else environ).get(token_env, "")
-    if not value.strip():
-        raise TokenUnsetError(
-            f"{component}: the token variable ${token_env} is unset or empty; "
-            f"export {token_env}=<token>, or drop token_env for anonymous peers"
-        )
-    return value
-
-
 class HubDirectory:
     """The hub's registry: `GET /peers` on every call (labels: `?label=k=v`)."""
 
@@ -138,7 +123,7 @@ class HubDirectory:
             )
         self.hub_url = checked_base_url(hub_url, "directory")
         self._http = LoopBoundClient(transport)
-        self._token = token
+        self._token = checked_token(token, "token=", "directory")
         self._token_env = token_env
         self._environ = environ
         self.labels: dict[str, str] = dict(labels or {})

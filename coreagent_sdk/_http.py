@@ -9,7 +9,10 @@ from typing import Any
 
 import httpx
 
+from ._scrub import install_log_filter, scrub_chain, server_text, slack
 from .errors import CoreAgentError, ProtocolError, TransportFailure, status_error_class
+
+install_log_filter()
 
 __all__ = [
     "ERROR_EXCERPT_BYTES",
@@ -17,7 +20,6 @@ __all__ = [
     "make_http_client",
     "read_bounded",
     "read_json",
-    "scrub",
     "status_error",
     "transport_failure",
 ]
@@ -43,13 +45,6 @@ def make_http_client(transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncC
     )
 
 
-def scrub(text: str, secret: str | None) -> str:
-    """`text` with every occurrence of `secret` replaced, for bodies a server echoed."""
-    if secret:
-        text = text.replace(secret, "[redacted]")
-    return text
-
-
 async def read_bounded(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
     """Up to `limit` bytes of a streamed body, and whether there was more."""
     chunks: list[bytes] = []
@@ -71,20 +66,23 @@ async def read_json(response: httpx.Response, what: str) -> Any:
         )
     try:
         return json.loads(body)
-    except ValueError:
-        excerpt = body[:ERROR_EXCERPT_BYTES].decode("utf-8", "replace")
-        raise ProtocolError(
-            f"attach: the {what} answer from {response.url.host!r} is not JSON: {excerpt!r}; "
-            "is that URL an attach-mode daemon?"
-        ) from None
+    except (ValueError, RecursionError):
+        pass
+    # Raised outside the handler: the decoder's error holds the whole body as
+    # `doc`, and would otherwise ride along as __context__.
+    excerpt, cut = server_text(body[: ERROR_EXCERPT_BYTES + slack()], ERROR_EXCERPT_BYTES)
+    raise ProtocolError(
+        f"attach: the {what} answer from {response.url.host!r} is not JSON: "
+        f"{excerpt!r}{'...' if cut else ''}; is that URL an attach-mode daemon?"
+    )
 
 
-async def status_error(
-    response: httpx.Response, secret: str | None, component: str, hint: str = ""
-) -> CoreAgentError:
+async def status_error(response: httpx.Response, component: str, hint: str = "") -> CoreAgentError:
     """The typed error for a non-2xx answer, with a bounded, scrubbed body excerpt."""
-    raw, more = await read_bounded(response, ERROR_EXCERPT_BYTES)
-    body = scrub(raw.decode("utf-8", "replace"), secret) + ("..." if more else "")
+    # Read past the cut by the longest secret's length: the scrub must see it whole.
+    raw, more = await read_bounded(response, ERROR_EXCERPT_BYTES + slack())
+    text, cut = server_text(raw, ERROR_EXCERPT_BYTES)
+    body = text + ("..." if more or cut else "")
     request = response.request
     cls = status_error_class(response.status_code)
     message = (
@@ -102,6 +100,7 @@ def transport_failure(exc: httpx.TransportError, url: str, component: str) -> Co
     """An httpx transport failure as our error (ours already are; keep them)."""
     if isinstance(exc, CoreAgentError):
         return exc
+    scrub_chain(exc)  # it stays the __cause__, in httpx's words
     return TransportFailure(
         f"{component}: could not reach {url} ({type(exc).__name__}: {exc}); "
         "is the daemon running and the URL right?"

@@ -73,9 +73,12 @@ def _req(d: Mapping[str, Any], key: str, kind: str) -> Any:
     try:
         return d[key]
     except KeyError:
+        # The keys are the server's words: bounded here, scrubbed by the error itself.
+        keys = ", ".join(sorted(map(str, d))[:20]) + (", ..." if len(d) > 20 else "")
+        keys = keys if len(keys) <= 400 else keys[:400] + "..."
         raise ProtocolError(
             f"wire: {kind} is missing the required field {key!r} (got keys: "
-            f"{', '.join(sorted(d)) or 'none'}); is the other side an attach-mode daemon?"
+            f"{keys or 'none'}); is the other side an attach-mode daemon?"
         ) from None
 
 

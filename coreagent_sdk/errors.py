@@ -25,6 +25,7 @@ that raised it and says what to do about it::
     │   ├── InvalidEndpointError      the peer's endpoint is not absolute http(s) with a host
     │   ├── PermissionDeniedError     the gate refused tool:peer
     │   ├── TokenUnsetError           the token variable is named but unset or empty
+    │   ├── InvalidTokenError         (also ValueError) the token cannot go into a header
     │   ├── DirectoryError            the directory could not list peers
     │   ├── PeerRequestError          the peer refused or could not be reached (.status_code)
     │   ├── PeerTurnError             the peer's turn failed (.kind, .message, .retryable)
@@ -34,13 +35,15 @@ that raised it and says what to do about it::
     └── RuntimeCacheError
         └── CacheClosedError          the cache was closed while a build was in flight
 
-Tokens never appear in any of these: bodies echoed by a server are scrubbed
-before they are stored.
+Tokens never appear in any of these: every message, and every attribute that
+holds server text, passes one scrubber as the error is made.
 """
 
 from __future__ import annotations
 
 import httpx
+
+from ._scrub import scrub
 
 __all__ = [
     "APIStatusError",
@@ -56,6 +59,7 @@ __all__ = [
     "FrameTooLargeError",
     "InvalidArgumentError",
     "InvalidEndpointError",
+    "InvalidTokenError",
     "NoRouteError",
     "NotFoundError",
     "NotImplementedByServerError",
@@ -78,7 +82,14 @@ __all__ = [
 
 
 class CoreAgentError(Exception):
-    """Root of every error this package raises on purpose."""
+    """Root of every error this package raises on purpose.
+
+    Every message passes the scrubber on its way in (see `_scrub`): a secret a
+    server echoed into it is `[redacted]` whichever layer built the message.
+    """
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(scrub(a) if isinstance(a, str) else a for a in args))
 
 
 class ProtocolError(CoreAgentError):
@@ -97,14 +108,14 @@ class ASGIAppError(TransportFailure, httpx.TransportError):
     """An in-process ASGI app raised instead of answering (see the chained cause)."""
 
     def __init__(self, message: str) -> None:
-        httpx.TransportError.__init__(self, message)
+        httpx.TransportError.__init__(self, scrub(message))
 
 
 class NoRouteError(TransportFailure, httpx.ConnectError):
     """`RoutingTransport` has no transport for the request's host."""
 
     def __init__(self, message: str) -> None:
-        httpx.ConnectError.__init__(self, message)
+        httpx.ConnectError.__init__(self, scrub(message))
 
 
 class APIStatusError(CoreAgentError):
@@ -113,7 +124,7 @@ class APIStatusError(CoreAgentError):
     def __init__(self, message: str, *, status_code: int, body: str = "") -> None:
         super().__init__(message)
         self.status_code = status_code
-        self.body = body
+        self.body = scrub(body)
 
 
 class BadRequestError(APIStatusError):
@@ -196,6 +207,10 @@ class TokenUnsetError(CallPeerError):
     """The token environment variable is named but unset or empty."""
 
 
+class InvalidTokenError(CallPeerError, ValueError):
+    """The token holds a character no HTTP header may carry; the value is never shown."""
+
+
 class DirectoryError(CallPeerError):
     """The directory could not produce its roster (hub down, bad answer)."""
 
@@ -225,10 +240,10 @@ class PeerTurnError(CallPeerError):
         super().__init__(message)
         self.kind = kind
         # `message` is the peer's own words; str(error) adds the peer and session.
-        self.message = peer_message
+        self.message = scrub(peer_message)
         self.retryable = retryable
-        self.code = code
-        self.hint = hint
+        self.code = code if code is None else scrub(code)
+        self.hint = hint if hint is None else scrub(hint)
         self.session_id = session_id
 
 

@@ -12,7 +12,40 @@ import pytest
 from coreagent_sdk import CallPeer, HubDirectory
 from simulator import Fleet, ServedFleet
 
+from .canary import CANARY, CanaryWatch
+
 pytest_plugins = ["pytester"]
+
+__all__ = ["CANARY", "Reach", "ReachFactory", "load_fixture"]
+
+# One canary token for the whole run (see tests/canary.py): use it for every token
+# a test sends, and the watch proves it never surfaced in an error, repr, log or event.
+_WATCH = CanaryWatch()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _WATCH.install()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    _WATCH.uninstall()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    _WATCH.clear()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    # trylast: after the fixtures' own teardown, which closes fleets and logs too.
+    leaks = _WATCH.verdict()
+    if leaks:
+        pytest.fail(
+            f"the canary token leaked during {item.nodeid}:\n  " + "\n  ".join(leaks[:10]),
+            pytrace=False,
+        )
+
 
 _HERE = Path(__file__).resolve().parent
 # The daemon's own fixtures: ../shared/conformance beside the checkout, or a vendored copy.

@@ -105,6 +105,7 @@ def test_every_error_derives_from_core_agent_error() -> None:
         "PeerTimeoutError",
         "StreamEndedError",
         "TokenUnsetError",
+        "InvalidTokenError",
         "PermissionDeniedError",
     ):
         assert issubclass(getattr(errors, name), errors.CallPeerError), name

@@ -19,7 +19,8 @@ from coreagent_sdk import AttachClient, FakeClock, PeerRegistration
 from coreagent_sdk.errors import CoreAgentError
 from simulator import Fleet, behaviors
 
-CANARY = "canary-7f3e9b2c-do-not-leak"
+from .conftest import CANARY
+
 ENV = {"FLEET_TOKEN": CANARY}
 
 

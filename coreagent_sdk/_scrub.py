@@ -1,0 +1,154 @@
+"""One scrubber between what a server sends and every message this package builds.
+
+Invariant: no secret this process sends (a bearer token, the password of an
+endpoint's userinfo) appears in an error, a log line, an event or a result,
+whatever a server echoes back and wherever it echoes it (reason phrase, body,
+header, JSON key, a turn error, an id that later appears in a URL).
+
+How it holds: messages are built in layers that cannot know which token is in
+play (wire decoding, HTTP plumbing, CallPeer), so secrets are registered here
+when they are read, and every message passes one function, `scrub`, on its
+way into a `CoreAgentError` (its constructor calls it) or into a result.
+Server text that is cut to a length goes through `server_text`, which scrubs
+*before* it cuts, so a secret straddling the cut cannot leave its first
+characters behind. Foreign exceptions kept as a `__cause__` are scrubbed in
+place by `scrub_chain`, and httpx and httpcore, which log reason phrases,
+URLs and response headers, log through `LOG_FILTER`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import OrderedDict
+from urllib.parse import quote
+
+__all__ = [
+    "LOG_FILTER",
+    "REDACTED",
+    "forget_all",
+    "install_log_filter",
+    "register",
+    "scrub",
+    "scrub_chain",
+    "server_text",
+]
+
+REDACTED = "[redacted]"
+# Secrets are kept as long as they are in use, the least recently registered
+# dropped past this many, so a process that rotates tokens forever stays bounded.
+_MAX_SECRETS = 256
+# Shorter strings are too common to replace everywhere ("a" would eat every a);
+# a token is far longer, and the display of URLs masks short passwords anyway.
+_MIN_LENGTH = 6
+
+_lock = threading.Lock()
+_secrets: OrderedDict[str, None] = OrderedDict()
+_variants: tuple[str, ...] = ()
+_longest = 0
+
+
+def register(secret: str | None) -> None:
+    """Scrub `secret` (and its escaped and percent-encoded spellings) from every message."""
+    global _variants, _longest
+    if not secret or len(secret) < _MIN_LENGTH:
+        return
+    with _lock:
+        if secret in _secrets:
+            _secrets.move_to_end(secret)
+            return
+        _secrets[secret] = None
+        while len(_secrets) > _MAX_SECRETS:
+            _secrets.popitem(last=False)
+        spellings = set()
+        for s in _secrets:
+            spellings |= {s, quote(s, safe=""), json.dumps(s)[1:-1], repr(s)[1:-1]}
+        # Longest first, so a spelling that contains another is replaced whole.
+        _variants = tuple(sorted(spellings, key=len, reverse=True))
+        _longest = max(map(len, _variants))
+
+
+def forget_all() -> None:
+    """Drop every registered secret (for tests of the registry itself)."""
+    global _variants, _longest
+    with _lock:
+        _secrets.clear()
+        _variants, _longest = (), 0
+
+
+def scrub(text: str) -> str:
+    """`text` with every registered secret replaced by `[redacted]`."""
+    for secret in _variants:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+def slack() -> int:
+    """How many bytes past a cut to read, so a secret straddling it is seen whole."""
+    return _longest
+
+
+def server_text(raw: bytes | str, limit: int) -> tuple[str, bool]:
+    """Server-sent text for a message: decoded, scrubbed, then cut to `limit` characters.
+
+    Returns the text and whether it was cut. Read `limit + slack()` bytes so
+    that the scrub sees a secret lying across the cut.
+    """
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    text = scrub(text)
+    if len(text) > limit:
+        return text[:limit], True
+    return text, False
+
+
+def scrub_chain(error: BaseException) -> None:
+    """Scrub the args of `error` and of every exception chained to it, in place.
+
+    A foreign exception (httpx, h11) kept as a cause quotes what the server
+    sent in its own words; scrubbing its args is what its str() reads.
+    """
+    seen: set[int] = set()
+    todo = [error]
+    while todo:
+        exc = todo.pop()
+        if id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        if any(isinstance(a, str) for a in exc.args):
+            exc.args = tuple(scrub(a) if isinstance(a, str) else a for a in exc.args)
+        todo += [e for e in (exc.__cause__, exc.__context__) if e is not None]
+
+
+class _ScrubbingFilter(logging.Filter):
+    """Scrubs a record's message in place; never drops a record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if _variants:
+            message = record.getMessage()
+            clean = scrub(message)
+            if clean != message:
+                record.msg, record.args = clean, None
+        return True
+
+
+LOG_FILTER = _ScrubbingFilter()
+# Filters run only for records made on the logger itself, not for children's:
+# each logger that quotes what a server sent is named.
+_FOREIGN_LOGGERS = (
+    "httpx",
+    "httpcore.connection",
+    "httpcore.http11",
+    "httpcore.http2",
+    "httpcore.proxy",
+    "httpcore.socks",
+)
+
+
+def install_log_filter() -> None:
+    """Scrub what httpx and httpcore log (reason phrases, URLs, response headers)."""
+    for name in _FOREIGN_LOGGERS:
+        logger = logging.getLogger(name)
+        if LOG_FILTER not in logger.filters:
+            logger.addFilter(LOG_FILTER)

@@ -1,0 +1,46 @@
+"""The one scrubber: registered secrets, in every spelling, never pass it."""
+
+from __future__ import annotations
+
+import logging
+
+from coreagent_sdk._scrub import REDACTED, register, scrub, server_text
+from coreagent_sdk.errors import APIStatusError, CoreAgentError, PeerTurnError
+
+from .conftest import CANARY
+
+
+def test_a_registered_secret_is_redacted_in_its_plain_escaped_and_encoded_spellings() -> None:
+    secret = 'tok"en\\with/odd+chars'
+    register(secret)
+    for spelling in (secret, 'tok\\"en\\\\with/odd+chars', "tok%22en%5Cwith%2Fodd%2Bchars"):
+        assert scrub(f"a {spelling} b") == f"a {REDACTED} b"
+
+
+def test_every_error_scrubs_its_message_and_the_server_text_it_keeps() -> None:
+    register(CANARY)
+    assert CANARY not in str(CoreAgentError(f"x {CANARY}"))
+    status = APIStatusError(f"m {CANARY}", status_code=500, body=f"b {CANARY}")
+    assert status.body == f"b {REDACTED}"
+    turn = PeerTurnError("m", kind="unknown", peer_message=CANARY, retryable=False, hint=CANARY)
+    assert turn.message == REDACTED and turn.hint == REDACTED
+
+
+def test_server_text_scrubs_before_it_cuts() -> None:
+    register(CANARY)
+    text, cut = server_text(("x" * 95 + CANARY).encode(), 100)
+    assert cut and text == "x" * 95 + REDACTED[:5]
+
+
+def test_a_short_string_is_not_treated_as_a_secret() -> None:
+    register("abc")
+    assert scrub("abc abc") == "abc abc"
+
+
+def test_httpx_log_records_are_scrubbed(caplog) -> None:
+    import coreagent_sdk._http  # noqa: F401 - installs the filter
+
+    register(CANARY)
+    caplog.set_level(logging.INFO)
+    logging.getLogger("httpx").info("HTTP Request: GET %s", f"http://h/{CANARY}")
+    assert caplog.records[-1].getMessage() == f"HTTP Request: GET http://h/{REDACTED}"
