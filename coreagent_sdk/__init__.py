@@ -29,6 +29,13 @@ from ._directory import (
     lookup_peer,
 )
 from ._endpoint import endpoint_problem
+from ._recording import (
+    RECORDING_VERSION,
+    Recording,
+    RecordingEntry,
+    RecordingTransport,
+    SessionRecorder,
+)
 from ._registration import PeerRegistration, RegistrationEvent
 from ._runtime_cache import (
     DEFAULT_MAX_INSTANCES,
@@ -98,10 +105,14 @@ __all__ = [
     "MAX_TIMEOUT",
     "ModelDefaults",
     "PROTOCOL_VERSION",
+    "RECORDING_VERSION",
     "Pause",
     "Peer",
     "PeerRecord",
     "PeerRegistration",
+    "Recording",
+    "RecordingEntry",
+    "RecordingTransport",
     "RegistrationEvent",
     "RoutingTransport",
     "RuntimeCache",
@@ -109,6 +120,7 @@ __all__ = [
     "SecretSource",
     "SessionCreated",
     "SessionInfo",
+    "SessionRecorder",
     "StaticDirectory",
     "StatusUpdate",
     "SystemClock",

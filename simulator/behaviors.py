@@ -14,6 +14,7 @@ from ._agents import (
     stream,
 )
 from ._delegation import delegate, fan_out, join_answers
+from ._replay import replay
 
 __all__ = [
     "Behavior",
@@ -27,6 +28,7 @@ __all__ = [
     "join_answers",
     "narrate",
     "never_finish",
+    "replay",
     "reply",
     "slow",
     "stream",

@@ -1,0 +1,149 @@
+"""Recording daemon sessions through a transport wrapper: frames, answers, times, no secrets."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from coreagent_sdk import (
+    RECORDING_VERSION,
+    AttachClient,
+    CallPeer,
+    Peer,
+    Recording,
+    SessionRecorder,
+    StaticDirectory,
+)
+from simulator import Fleet, behaviors
+
+from .conftest import ReachFactory
+
+CANARY = "canary-3d1f77a0-do-not-record"
+SECRET = "hunter2-db-password"
+
+
+async def test_a_call_peer_recording_holds_the_session_the_inject_and_every_frame(
+    make_reach: ReachFactory,
+) -> None:
+    fleet = Fleet()
+    fleet.add_peer("prod-1", behaviors.narrate(["listing nodes"], "3 nodes ready"))
+    reach = await make_reach(fleet)
+    recorder = SessionRecorder()
+    tool = reach.call_peer(timeout=10, transport=recorder.wrap(reach.transport))
+
+    result = await tool.acall(peer="prod-1", prompt="How is prod-1?")
+
+    (recording,) = recorder.recordings
+    assert recording.session_id == result.session_id
+    kinds = [(e.kind, e.event) for e in recording.entries]
+    assert kinds[0] == ("session", None)
+    assert recording.entries[0].data["sessionID"] == result.session_id
+    inject = next(e for e in recording.entries if e.kind == "inject")
+    assert inject.message == "How is prod-1?" and inject.data["session"] == result.session_id
+    events = [e.event for e in recording.frames()]
+    # Everything the daemon sent up to the answer, including what CallPeer does not parse.
+    assert events[:6] == ["capabilities", "status-update", "inbox", "inbox", "agent", "agent"]
+    texts = [
+        e.data["event"]["Content"]["parts"][0].get("text")
+        for e in recording.frames()
+        if e.event == "agent"
+    ]
+    assert texts[:2] == ["How is prod-1?", "listing nodes"] and "3 nodes ready" in texts
+    times = [e.t for e in recording.entries]
+    assert times == sorted(times) and times[0] >= 0
+
+
+async def test_an_attach_client_recording_saves_and_loads_as_versioned_json_lines(
+    tmp_path: Path,
+) -> None:
+    fleet = Fleet()
+    fleet.add_peer("prod-1", behaviors.reply("ok"))
+    recorder = SessionRecorder()
+    async with AttachClient(fleet.url("prod-1"), transport=recorder.wrap(fleet.transport)) as c:
+        session = await c.new_session()
+        async with c.events(session) as frames:
+            await c.inject(session, "status?")
+            async for frame in frames:
+                if type(frame).__name__ == "TurnComplete":
+                    break
+    (recording,) = recorder.recordings
+    path = recording.save(tmp_path / "prod-1.jsonl")
+
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    assert header["format"] == "coreagent-sdk/session-recording"
+    assert header["version"] == RECORDING_VERSION == 1
+    assert header["session_id"] == session.session_id
+    assert all(isinstance(json.loads(line)["t"], float | int) for line in lines[1:])
+    assert Recording.load(path) == recording
+    assert [e.event for e in recording.frames()][-2:] == ["agent", "turn-complete"]
+
+
+def test_a_recording_of_another_format_or_version_is_refused_with_the_fix() -> None:
+    with pytest.raises(ValueError, match="not a session recording"):
+        Recording.loads('{"format": "something-else"}\n')
+    with pytest.raises(ValueError, match=r"version 2 is not supported .* record it again"):
+        Recording.loads('{"format": "coreagent-sdk/session-recording", "version": 2}\n')
+    with pytest.raises(ValueError, match="line 2 is not an entry"):
+        Recording.loads(
+            '{"format": "coreagent-sdk/session-recording", "version": 1}\n{"kind": "nope"}\n'
+        )
+
+
+async def test_a_recording_contains_neither_the_token_nor_a_configured_secret(
+    tmp_path: Path,
+) -> None:
+    # The peer says both back (echo), so they are in frames, the inject and its answer.
+    fleet = Fleet(tokens={CANARY: "alice"})
+    fleet.add_peer("prod-1", behaviors.echo(), token=CANARY)
+    recorder = SessionRecorder(secrets=[SECRET])
+    environ = {"FLEET_TOKEN": CANARY}
+    tool = CallPeer(
+        StaticDirectory([Peer("prod-1", fleet.url("prod-1"))]),
+        transport=recorder.wrap(fleet.transport),
+        token_env="FLEET_TOKEN",
+        environ=environ,
+        timeout=5,
+    )
+    async with tool:
+        result = await tool.acall(peer="prod-1", prompt=f"token {CANARY} and {SECRET}")
+    assert CANARY in result.response  # the peer really said it
+
+    (recording,) = recorder.recordings
+    text = recording.save(tmp_path / "r.jsonl").read_text()
+    assert CANARY not in text and SECRET not in text
+    assert text.count("[REDACTED]") >= 4  # inject message, its answer, echo, answer
+    assert CANARY not in repr(recorder) and CANARY not in repr(recording)
+
+
+async def test_recording_leaves_the_bytes_a_caller_reads_unchanged() -> None:
+    fleet = Fleet()
+    fleet.add_peer("prod-1", behaviors.stream(3000, 500, char="é"))
+    plain = fleet.call_peer(timeout=5, max_response_bytes=1001)
+    recorded = fleet.call_peer(
+        timeout=5, max_response_bytes=1001, transport=SessionRecorder().wrap(fleet.transport)
+    )
+    async with plain, recorded:
+        a, b = await asyncio.gather(
+            plain.acall(peer="prod-1", prompt="go"), recorded.acall(peer="prod-1", prompt="go")
+        )
+    assert (a.response, a.truncated) == (b.response, b.truncated) and b.truncated
+
+
+async def test_a_session_over_max_frames_is_recorded_up_to_it_and_says_so() -> None:
+    fleet = Fleet()
+    fleet.add_peer("prod-1", behaviors.stream(10, 1))
+    recorder = SessionRecorder(max_frames=5)
+    async with fleet.call_peer(timeout=5, transport=recorder.wrap(fleet.transport)) as tool:
+        await tool.acall(peer="prod-1", prompt="go")
+    (recording,) = recorder.recordings
+    assert len(recording.frames()) == 5 and recording.truncated
+    assert Recording.loads(recording.dumps()).truncated
+
+
+def test_max_frames_must_be_a_positive_int() -> None:
+    with pytest.raises(ValueError, match="max_frames must be a positive int, got 0"):
+        SessionRecorder(max_frames=0)
