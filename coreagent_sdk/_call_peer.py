@@ -307,15 +307,16 @@ class CallPeer:
     # ------------------------------------------------------------------ calling
 
     def __call__(self, peer: str, prompt: str) -> CallPeerResult:
-        """Synchronous `acall`; inside a running loop (Jupyter) it runs on that loop."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self._acall_and_release(peer, prompt))
-        return run_sync(self.acall(peer=peer, prompt=prompt))
+        """Synchronous `acall`, on a loop of its own (see `run_sync`; works in Jupyter).
+
+        Inside a running loop the caller's loop waits for the call; ``await
+        acall(...)`` there instead to keep that loop's other tasks running.
+        """
+        return run_sync(self._acall_and_release(peer, prompt))
 
     async def _acall_and_release(self, peer: str, prompt: str) -> CallPeerResult:
-        # A loop made for one call dies with it: release its connections first.
+        # The loop made for one sync call dies with it: release its connections on it
+        # first, so none is left to be finalised later on no loop.
         try:
             return await self.acall(peer=peer, prompt=prompt)
         finally:

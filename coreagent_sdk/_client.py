@@ -26,7 +26,7 @@ from ._wire import (
     SessionList,
     WhoAmI,
 )
-from .errors import ProtocolError
+from .errors import CoreAgentError, ProtocolError
 
 __all__ = ["AttachClient", "MULTI_SESSION_HINT"]
 
@@ -141,6 +141,8 @@ class AttachClient:
         try:
             response = await self._http.send(request, stream=True)
         except httpx.TransportError as exc:
+            if isinstance(exc, CoreAgentError):
+                raise  # already ours: chaining it to itself would print it twice
             raise transport_failure(exc, self.base_url, "attach") from exc
         if response.status_code >= 300:
             try:

@@ -551,7 +551,7 @@ asyncio.run(notebook_cell())
 
 
 def test_the_sync_call_works_inside_a_running_loop_as_in_jupyter() -> None:
-    # A subprocess: nest-asyncio patches asyncio for the whole process.
+    # A subprocess, as a notebook's kernel is: the call runs beside the script's own loop.
     done = subprocess.run(
         [sys.executable, "-c", SYNC_INSIDE_A_LOOP],
         capture_output=True,
@@ -567,3 +567,36 @@ def test_results_are_frozen_values() -> None:
     result = CallPeerResult("p", "s", "r", 1)
     with pytest.raises(AttributeError):
         result.response = "changed"  # type: ignore[misc]
+
+
+SYNC_ERROR_IN_A_SCRIPT = """
+from coreagent_sdk.errors import UnknownPeerError
+from simulator import Fleet, behaviors
+
+fleet = Fleet()
+fleet.add_peer("echo", behaviors.echo())
+try:
+    fleet.call_peer(timeout=5)(peer="nope", prompt="hello")
+except UnknownPeerError as exc:
+    print(exc.__cause__, exc.__context__, "no running event loop" in repr(exc.__context__))
+"""
+
+
+def test_an_error_from_a_sync_call_in_a_script_chains_nothing() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", SYNC_ERROR_IN_A_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["None", "None", "False"]
+
+
+async def test_a_peer_at_an_unroutable_host_fails_with_one_cause_not_a_cycle() -> None:
+    tool = CallPeer(StaticDirectory([Peer("far", "http://far.sim")]), transport=Fleet().transport)
+    with pytest.raises(PeerRequestError, match=r"no transport for host 'far\.sim'") as info:
+        await tool.acall(peer="far", prompt="hello")
+    cause = info.value.__cause__
+    assert cause is not None and cause.__cause__ is None

@@ -310,3 +310,16 @@ async def test_events_can_keep_only_some_event_types(mock, client) -> None:
     async with client.events(SESSION, types={"agent"}) as frames:
         got = [frame async for frame in frames]
     assert [type(f).__name__ for f in got] == ["AgentFrame"]
+
+
+async def test_a_host_with_no_route_is_not_chained_to_itself() -> None:
+    from coreagent_sdk import RoutingTransport
+    from coreagent_sdk.errors import NoRouteError
+
+    http = httpx.AsyncClient(transport=RoutingTransport())
+    async with AttachClient("http://nowhere.sim", http_client=http) as attach:
+        with pytest.raises(NoRouteError) as info:
+            await attach.whoami()
+    await http.aclose()
+    assert info.value.__cause__ is None
+    assert info.value.__suppress_context__ or info.value.__context__ is None
