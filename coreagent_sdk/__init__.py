@@ -18,6 +18,7 @@ from ._call_peer import (
     CallPeerResult,
     Gate,
 )
+from ._calllog import CallLog, CallRecord
 from ._client import AttachClient
 from ._clock import Clock, FakeClock, SystemClock
 from ._directory import (
@@ -25,6 +26,7 @@ from ._directory import (
     DirectoryFunc,
     HubDirectory,
     Peer,
+    Roster,
     StaticDirectory,
     lookup_peer,
 )
@@ -83,9 +85,11 @@ __all__ = [
     "BuilderConfig",
     "CacheEvent",
     "CacheStats",
+    "CallLog",
     "CallPeer",
     "CallPeerEvent",
     "CallPeerResult",
+    "CallRecord",
     "Capabilities",
     "Clock",
     "ConfigLoader",
@@ -114,6 +118,7 @@ __all__ = [
     "RecordingEntry",
     "RecordingTransport",
     "RegistrationEvent",
+    "Roster",
     "RoutingTransport",
     "RuntimeCache",
     "RuntimeSpec",

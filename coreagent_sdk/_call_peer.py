@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import inspect
+import itertools
 import json
 import logging
 import re
@@ -37,6 +38,7 @@ from typing import Any, TypeVar
 import attrs
 import httpx
 
+from . import _display
 from ._client import MULTI_SESSION_HINT, AttachClient
 from ._directory import Directory, HubDirectory, Peer, read_token
 from ._endpoint import endpoint_problem
@@ -109,15 +111,28 @@ else:  # pragma: no cover - exercised on Python 3.10 only
         return await asyncio.wait_for(coro, seconds)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class CallPeerResult:
-    """A peer's answer. `truncated` says the byte cap cut it; the rest is in `session_id`."""
+    """A peer's answer. `truncated` says the byte cap cut it; the rest is in `session_id`.
+
+    ``max_response_bytes`` is the cap the call ran with (None when unknown); it
+    is not part of the wire JSON. In a notebook the result shows as a card:
+    bytes against the cap, a truncation badge and the answer in a scrolling box.
+    """
 
     peer: str
     session_id: str
     response: str
     duration_ms: int
     truncated: bool = False
+    max_response_bytes: int | None = attrs.field(default=None, kw_only=True)
+
+    def __repr__(self) -> str:
+        # A 16 KiB answer printed whole is one unreadable line: show its head and its size.
+        return _display.result_text(self)
+
+    def _repr_html_(self) -> str:
+        return _display.result_html(self)
 
     def to_dict(self) -> dict[str, Any]:
         """The wire JSON a tool returns to the model (`truncated` only when true)."""
@@ -134,7 +149,12 @@ class CallPeerResult:
 
 @attrs.frozen
 class CallPeerEvent:
-    """What `on_event` receives: kind is started, session_opened, truncated, finished or failed."""
+    """What `on_event` receives: kind is started, session_opened, truncated, finished or failed.
+
+    ``call_id`` tells concurrent calls apart (unique in the process);
+    ``response_bytes`` (UTF-8 bytes of the answer) comes with truncated and
+    finished; ``error_type`` (the exception's class name) with failed.
+    """
 
     kind: str
     tool: str
@@ -142,6 +162,9 @@ class CallPeerEvent:
     session_id: str = ""
     duration_ms: int | None = None
     error: str | None = None
+    call_id: int = 0
+    response_bytes: int | None = None
+    error_type: str | None = None
 
 
 class AllowList:
@@ -166,12 +189,16 @@ class AllowList:
             )
 
 
+_call_ids = itertools.count(1)
+
+
 class _Call:
     """What one call knows so far, for errors and events."""
 
-    __slots__ = ("peer", "session_id", "started")
+    __slots__ = ("id", "peer", "session_id", "started")
 
     def __init__(self, peer: str) -> None:
+        self.id = next(_call_ids)
         self.peer = peer
         self.session_id = ""
         self.started = time.perf_counter()
@@ -361,12 +388,13 @@ class CallPeer:
                     f"(at most {MAX_TIMEOUT:g})"
                 ) from None
         except CallPeerError as exc:
-            self._emit("failed", call, error=str(exc))
+            self._emit("failed", call, error=str(exc), error_type=type(exc).__name__)
             self._log.info("%s: call to %r failed: %s", self.name, call.peer, exc)
             raise
+        size = len(result.response.encode()) if self._on_event is not None else None
         if result.truncated:
-            self._emit("truncated", call)
-        self._emit("finished", call)
+            self._emit("truncated", call, response_bytes=size)
+        self._emit("finished", call, response_bytes=size)
         self._log.info(
             "%s: peer %r answered in %d ms (session %s, %d chars%s)",
             self.name,
@@ -490,6 +518,7 @@ class CallPeer:
             response=text,
             duration_ms=call.elapsed_ms(),
             truncated=truncated,
+            max_response_bytes=self.max_response_bytes,
         )
 
     async def _read(self, call: _Call, frames: Any) -> tuple[str, bool]:
@@ -546,7 +575,15 @@ class CallPeer:
             )
         return _SEPARATOR.join(pieces).strip(), False
 
-    def _emit(self, kind: str, call: _Call, error: str | None = None) -> None:
+    def _emit(
+        self,
+        kind: str,
+        call: _Call,
+        error: str | None = None,
+        *,
+        error_type: str | None = None,
+        response_bytes: int | None = None,
+    ) -> None:
         if self._on_event is None:
             return
         event = CallPeerEvent(
@@ -556,6 +593,9 @@ class CallPeer:
             session_id=call.session_id,
             duration_ms=call.elapsed_ms() if kind in ("finished", "failed", "truncated") else None,
             error=error,
+            call_id=call.id,
+            response_bytes=response_bytes,
+            error_type=error_type,
         )
         try:
             self._on_event(event)

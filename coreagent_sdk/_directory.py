@@ -9,6 +9,7 @@ from typing import Protocol, Union, runtime_checkable
 import attrs
 import httpx
 
+from . import _display
 from ._client import AttachClient
 from ._endpoint import checked_base_url
 from ._http import LoopBoundClient
@@ -21,6 +22,7 @@ __all__ = [
     "DirectoryFunc",
     "HubDirectory",
     "Peer",
+    "Roster",
     "StaticDirectory",
     "lookup_peer",
     "read_token",
@@ -34,6 +36,18 @@ class Peer:
     name: str
     endpoint: str
     labels: Mapping[str, str] = attrs.field(factory=dict, converter=labels_dict)
+
+
+class Roster(tuple[Peer, ...]):
+    """The peers a directory listed: a tuple that shows as a table in a notebook."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return _display.roster_text(self)
+
+    def _repr_html_(self) -> str:
+        return _display.roster_html(self)
 
 
 @runtime_checkable
@@ -79,7 +93,7 @@ class DirectoryFunc:
         got = self._fn()
         if inspect.isawaitable(got):
             got = await got
-        return tuple(got) if got is not None else ()
+        return Roster(got) if got is not None else Roster()
 
     async def lookup(self, name: str) -> Peer | None:
         return next((p for p in await self.peers() if p.name == name), None)
@@ -89,13 +103,16 @@ class StaticDirectory:
     """A fixed roster."""
 
     def __init__(self, peers: Iterable[Peer]) -> None:
-        self._peers = tuple(peers)
+        self._peers = Roster(peers)
         self._by_name: dict[str, Peer] = {}
         for peer in reversed(self._peers):  # the first of a duplicated name wins, as a scan
             self._by_name[peer.name] = peer
 
     def __repr__(self) -> str:
         return f"StaticDirectory({[p.name for p in self._peers]!r})"
+
+    def _repr_html_(self) -> str:
+        return self._peers._repr_html_()
 
     async def peers(self) -> Sequence[Peer]:
         return self._peers
@@ -142,7 +159,7 @@ class HubDirectory:
             raise DirectoryError(
                 f"directory: could not list peers on the hub {self.hub_url}: {exc}"
             ) from exc
-        return tuple(Peer(r.name, r.endpoint, r.labels) for r in records)
+        return Roster(Peer(r.name, r.endpoint, r.labels) for r in records)
 
     async def lookup(self, name: str) -> Peer | None:
         """The hub lists no single peer by name, so this reads the roster (`GET /peers`)."""

@@ -33,6 +33,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from . import _display
 from .errors import CacheClosedError
 
 __all__ = [
@@ -156,10 +157,10 @@ class RuntimeCache:
         self._closes = 0
 
     def __repr__(self) -> str:
-        return (
-            f"RuntimeCache(resident={len(self._resident)}, max_instances={self.max_instances}, "
-            f"building={len(self._builds)})"
-        )
+        return _display.cache_text(self)
+
+    def _repr_html_(self) -> str:
+        return _display.cache_html(self)
 
     def __len__(self) -> int:
         return len(self._resident)

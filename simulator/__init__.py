@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ._faults import Faults
     from ._fleet import Fleet, ServedFleet
     from ._registry import DEFAULT_TTL, MAX_TTL, Identity, PeerRegistry
+    from ._roster import RosterEntry
     from ._runtime import (
         SimulatedBuilder,
         SimulatedBuildError,
@@ -41,6 +42,7 @@ _WHERE = {
     "Fleet": "._fleet",
     "Identity": "._registry",
     "PeerRegistry": "._registry",
+    "RosterEntry": "._roster",
     "ServedFleet": "._fleet",
     "SimulatedBuildError": "._runtime",
     "SimulatedBuilder": "._runtime",

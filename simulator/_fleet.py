@@ -27,6 +27,7 @@ from ._daemon import Daemon
 from ._faults import Faults
 from ._fleet_directory import FleetDirectory
 from ._registry import DEFAULT_TTL, MAX_TTL, Identity, PeerRegistry
+from ._roster import RosterEntry, fleet_html, fleet_roster
 
 __all__ = ["Fleet", "ServedFleet"]
 
@@ -194,6 +195,13 @@ class Fleet:
                 f"{', '.join(sorted(self._members)) or 'none'}); add it with add_peer()"
             )
         return member
+
+    def roster(self) -> list[RosterEntry]:
+        """Every peer daemon of the fleet, registered or not, read now (sorted by name)."""
+        return fleet_roster(self)
+
+    def _repr_html_(self) -> str:
+        return fleet_html(self)
 
     def faults(self, name: str) -> Faults:
         """The mutable `Faults` of one daemon (`"hub"` for the hub)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from coreagent_sdk import Peer
+from coreagent_sdk import Peer, Roster
 
 if TYPE_CHECKING:
     from ._fleet import Fleet
@@ -44,7 +44,7 @@ class FleetDirectory:
         return Peer(entry.name, endpoint, entry.labels)
 
     async def peers(self) -> Sequence[Peer]:
-        return tuple(self._peer(e) for e in self._fleet.registry.peers(self.labels))
+        return Roster(self._peer(e) for e in self._fleet.registry.peers(self.labels))
 
     async def lookup(self, name: str) -> Peer | None:
         entry = self._fleet.registry.lookup(name)

@@ -1,0 +1,302 @@
+"""How the SDK's values look in a notebook (HTML) and in a console (text).
+
+The invariant: every string that came from a peer, a hub, a registry or a
+user passes through `_e` (HTML escaping, quotes included) before it enters
+markup, and all markup is built here, so reviewing the escaping means
+reviewing this one module. A peer answering `<script>` shows that text.
+
+Styles are inline and there is no script, so the output renders the same in
+JupyterLab, VS Code, nbviewer and the documentation, and stays readable
+where a front end strips styles (as xarray's reprs do). Everything printed
+is bounded: an answer shows its first `_SHOWN_CHARS` characters, a table its
+first `_SHOWN_ROWS` rows, and each says how much more there is.
+
+The classes own no markup: each gains a `_repr_html_` (and a readable
+`__repr__`) that calls a function here.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._call_peer import CallPeerResult
+    from ._calllog import CallRecord
+    from ._directory import Peer
+    from ._runtime_cache import RuntimeCache
+
+__all__ = [
+    "cache_html",
+    "cache_text",
+    "calls_html",
+    "fleet_html",
+    "result_html",
+    "result_text",
+    "roster_html",
+    "roster_text",
+    "short",
+    "table_html",
+]
+
+_SHOWN_CHARS = 20_000  # of an answer, in HTML; the text repr shows far less
+_SHOWN_ROWS = 200
+_TEXT_CHARS = 60
+
+_BOX = (
+    "font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;"
+    "border:1px solid #d0d7de;border-radius:4px;padding:6px 8px;margin:2px 0;"
+    "max-width:60em;color:#1f2328;background:#fff"
+)
+_TH = "text-align:left;padding:1px 10px 1px 0;color:#57606a;font-weight:600"
+_TD = "text-align:left;padding:1px 10px 1px 0;vertical-align:top"
+_TITLE = "font-weight:600;margin-bottom:4px"
+_NOTE = "color:#57606a;margin-top:4px"
+_ANSWER = (
+    "max-height:14em;overflow:auto;white-space:pre-wrap;word-break:break-word;"
+    "background:#f6f8fa;border-radius:3px;padding:4px 6px;margin:4px 0 0 0"
+)
+_COLOURS = {
+    "finished": "#1a7f37",
+    "truncated": "#bf8700",
+    "failed": "#cf222e",
+    "running": "#0969da",
+    "expired": "#cf222e",
+    "live": "#1a7f37",
+}
+
+
+def _e(value: object) -> str:
+    """Escaped text: the only way a value enters markup."""
+    return html.escape(str(value), quote=True)
+
+
+def short(text: str, limit: int = _TEXT_CHARS) -> str:
+    """`text` cut to `limit` characters, with how many more there were."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... (+{len(text) - limit} chars)"
+
+
+def _badge(label: str, colour: str) -> str:
+    return (
+        f'<span style="display:inline-block;padding:0 6px;border-radius:8px;'
+        f'color:#fff;background:{colour};font-size:11px">{_e(label)}</span>'
+    )
+
+
+def _bar(used: int, cap: int) -> str:
+    share = 0.0 if cap <= 0 else min(1.0, used / cap)
+    colour = _COLOURS["truncated"] if share >= 1.0 else _COLOURS["running"]
+    return (
+        '<span style="display:inline-block;vertical-align:middle;width:10em;height:0.7em;'
+        'background:#eaeef2;border-radius:3px;overflow:hidden">'
+        f'<span style="display:block;height:100%;width:{share * 100:.1f}%;'
+        f'background:{colour}"></span></span>'
+    )
+
+
+def _labels(labels: Mapping[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def table_html(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[object]],
+    *,
+    title: str = "",
+    note: str = "",
+    raw_columns: frozenset[int] = frozenset(),
+) -> str:
+    """A small table; cells are escaped except those in `raw_columns` (markup made here)."""
+    out = [f'<div style="{_BOX}">']
+    if title:
+        out.append(f'<div style="{_TITLE}">{_e(title)}</div>')
+    out.append('<table style="border-collapse:collapse;margin:0">')
+    out.append("<tr>" + "".join(f'<th style="{_TH}">{_e(h)}</th>' for h in headers) + "</tr>")
+    shown = 0
+    more = 0
+    for row in rows:
+        if shown >= _SHOWN_ROWS:
+            more += 1
+            continue
+        shown += 1
+        cells = (str(c) if i in raw_columns else _e(c) for i, c in enumerate(row))
+        out.append("<tr>" + "".join(f'<td style="{_TD}">{c}</td>' for c in cells) + "</tr>")
+    out.append("</table>")
+    if more:
+        note = f"{note} and {more} more rows not shown".strip()
+    if not shown:
+        note = note or "empty"
+    if note:
+        out.append(f'<div style="{_NOTE}">{_e(note)}</div>')
+    out.append("</div>")
+    return "".join(out)
+
+
+# --- CallPeerResult ----------------------------------------------------------------
+
+
+def _size(result: CallPeerResult) -> int:
+    return len(result.response.encode())
+
+
+def result_text(result: CallPeerResult) -> str:
+    cap = "" if result.max_response_bytes is None else f"/{result.max_response_bytes}"
+    return (
+        f"CallPeerResult(peer={result.peer!r}, session_id={result.session_id!r}, "
+        f"duration_ms={result.duration_ms}, truncated={result.truncated}, "
+        f"bytes={_size(result)}{cap}, response={short(result.response)})"
+    )
+
+
+def result_html(result: CallPeerResult) -> str:
+    size = _size(result)
+    cap = result.max_response_bytes
+    badge = (
+        _badge("truncated", _COLOURS["truncated"])
+        if result.truncated
+        else _badge("complete", _COLOURS["finished"])
+    )
+    bar = f"{_bar(size, cap)} {size:,} / {cap:,} bytes" if cap else f"{size:,} bytes"
+    text = result.response
+    cut = ""
+    if len(text) > _SHOWN_CHARS:
+        cut = f"... {len(text) - _SHOWN_CHARS:,} more characters not shown"
+        text = text[:_SHOWN_CHARS]
+    rest = (
+        f'<div style="{_NOTE}">the byte cap cut the answer: read the rest in session '
+        f"{_e(result.session_id)} on the peer</div>"
+        if result.truncated
+        else ""
+    )
+    return (
+        f'<div style="{_BOX}">'
+        f'<div style="{_TITLE}">CallPeerResult {badge}</div>'
+        '<table style="border-collapse:collapse;margin:0">'
+        f'<tr><th style="{_TH}">peer</th><td style="{_TD}">{_e(result.peer)}</td></tr>'
+        f'<tr><th style="{_TH}">session</th><td style="{_TD}">{_e(result.session_id)}</td></tr>'
+        f'<tr><th style="{_TH}">duration</th><td style="{_TD}">{result.duration_ms:,} ms</td></tr>'
+        f'<tr><th style="{_TH}">bytes</th><td style="{_TD}">{bar}</td></tr>'
+        "</table>"
+        f'<pre style="{_ANSWER}">{_e(text)}</pre>'
+        + (f'<div style="{_NOTE}">{_e(cut)}</div>' if cut else "")
+        + rest
+        + "</div>"
+    )
+
+
+# --- directories -----------------------------------------------------------------
+
+
+def roster_text(peers: Sequence[Peer]) -> str:
+    names = [p.name for p in peers[:_SHOWN_ROWS]]
+    more = f", +{len(peers) - len(names)} more" if len(peers) > len(names) else ""
+    return f"Roster({len(peers)} peers: {', '.join(names)}{more})"
+
+
+def roster_html(peers: Sequence[Peer]) -> str:
+    return table_html(
+        ("name", "endpoint", "labels"),
+        ((p.name, p.endpoint, _labels(p.labels)) for p in peers),
+        title=f"Roster: {len(peers)} peer{'s' if len(peers) != 1 else ''}",
+        note="" if peers else "no peers are registered",
+    )
+
+
+# --- RuntimeCache ----------------------------------------------------------------
+
+
+def _cache_rows(cache: RuntimeCache) -> list[tuple[str, str, int]]:
+    # The cache keeps its LRU private; reading it here keeps markup out of the cache.
+    slots = list(cache._resident.values())
+    return [(s.agent_id, s.slug, s.pins) for s in reversed(slots)]
+
+
+def cache_text(cache: RuntimeCache) -> str:
+    s = cache.stats
+    return (
+        f"RuntimeCache(resident={len(cache)}, max_instances={cache.max_instances}, "
+        f"building={len(cache._builds)}, hits={s.hits}, misses={s.misses}, builds={s.builds}, "
+        f"evictions={s.evictions}, closes={s.closes})"
+    )
+
+
+def cache_html(cache: RuntimeCache) -> str:
+    s = cache.stats
+    rows = [(i + 1, agent, slug, pins) for i, (agent, slug, pins) in enumerate(_cache_rows(cache))]
+    counters = (
+        f"hits {s.hits:,} · misses {s.misses:,} · builds {s.builds:,} · "
+        f"build failures {s.build_failures:,} · evictions {s.evictions:,} · closes {s.closes:,}"
+    )
+    table = table_html(
+        ("LRU", "agent", "slug", "leases held"),
+        rows,
+        title=(
+            f"RuntimeCache: {len(cache)} of {cache.max_instances} resident, "
+            f"{len(cache._builds)} building"
+        ),
+        note=counters + " · most recently used first",
+    )
+    return table
+
+
+# --- the simulator's fleet (rows computed by the simulator) -------------------------
+
+
+def fleet_html(hub_url: str, rows: Sequence[Mapping[str, Any]], served: Mapping[str, str]) -> str:
+    """A fleet's roster: rows of name, endpoint, labels, behavior, lease_left, state, url."""
+    cells = []
+    for row in rows:
+        left = row.get("lease_left")
+        state = str(row.get("state", ""))
+        colour = _COLOURS.get(state, "#57606a")
+        cells.append(
+            (
+                _e(row.get("name", "")),
+                _e(row.get("endpoint", "")),
+                _e(_labels(row.get("labels") or {})),
+                _e(row.get("behavior", "")),
+                "" if left is None else _e(f"{left:,.0f} s"),
+                _badge(state, colour),
+                _e(row.get("url") or ""),
+            )
+        )
+    where = f"hub {hub_url}" + (f", served at {served['hub']}" if "hub" in served else "")
+    return table_html(
+        ("peer", "endpoint", "labels", "behaviour", "lease left", "state", "served at"),
+        cells,
+        title=f"Fleet: {len(rows)} peer{'s' if len(rows) != 1 else ''} ({where})",
+        raw_columns=frozenset(range(7)),  # every cell escaped above
+    )
+
+
+# --- call logs -------------------------------------------------------------------
+
+
+def calls_html(records: Sequence[CallRecord], *, title: str = "Calls") -> str:
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[r.state] = counts.get(r.state, 0) + 1
+    summary = " · ".join(f"{k} {v:,}" for k, v in sorted(counts.items())) or "no calls yet"
+    newest = list(reversed(records))
+    rows = [
+        (
+            _e(r.call_id),
+            _e(r.peer),
+            _badge(r.state, _COLOURS.get(r.state, "#57606a")),
+            "" if r.duration_ms is None else _e(f"{r.duration_ms:,} ms"),
+            "" if r.response_bytes is None else _e(f"{r.response_bytes:,}"),
+            "yes" if r.truncated else "",
+            _e(r.error_type or ""),
+        )
+        for r in newest
+    ]
+    return table_html(
+        ("call", "peer", "state", "duration", "bytes", "truncated", "error"),
+        rows,
+        title=f"{title}: {len(records):,} ({summary})",
+        note="newest first",
+        raw_columns=frozenset(range(7)),
+    )

@@ -1,0 +1,277 @@
+"""Live notebook views of a fleet's roster, a call log and a runtime cache (ipywidgets).
+
+Needs the `jupyter` extra (`pip install 'coreagent-sdk[jupyter]'`). ipywidgets
+is imported when a view is made, never by `import coreagent_sdk`.
+
+The invariant every view keeps: however many events arrive, the front end is
+sent at most one update per ``min_interval`` seconds, and the last state is
+always drawn. The first event after a quiet spell draws at once; events
+inside the interval only mark the view dirty, and one redraw is scheduled on
+the running event loop (the kernel's) for the end of the interval. Without a
+running loop the next event or `refresh()` draws. So 1,000 calls a second
+cost a handful of redraws, not 1,000.
+
+Each view is driven by what it shows: `CallLogView` by a `CallLog` fed from
+`CallPeer(on_event=...)`, `CacheView` by the cache's own events, `FleetView`
+by re-reading the fleet's roster (an in-process read, no network) on a timer
+that stops by itself after ``watch_seconds``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from ._call_peer import CallPeerEvent
+from ._calllog import CallLog
+from ._runtime_cache import CacheEvent, RuntimeCache
+
+__all__ = ["CacheView", "CallLogView", "FleetView"]
+
+
+def _ipywidgets() -> Any:
+    try:
+        import ipywidgets
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise ImportError(
+            "coreagent_sdk.widgets: needs ipywidgets; pip install 'coreagent-sdk[jupyter]'"
+        ) from exc
+    return ipywidgets
+
+
+class _Throttle:
+    """Calls `redraw` at most once per `min_interval` seconds, and always after the last request."""
+
+    def __init__(
+        self,
+        redraw: Callable[[], None],
+        min_interval: float,
+        timer: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not isinstance(min_interval, (int, float)) or not 0 <= min_interval <= 60:
+            raise ValueError(
+                f"widgets: min_interval must be seconds in [0, 60], got {min_interval!r}"
+            )
+        self._redraw = redraw
+        self.min_interval = float(min_interval)
+        self._timer = timer
+        self._last = -math.inf
+        self._pending: asyncio.TimerHandle | None = None
+        self.dirty = False
+        self.requests = 0
+
+    def request(self) -> None:
+        self.requests += 1
+        self.dirty = True
+        if self._pending is not None:
+            return  # a redraw is already due at the end of the interval
+        wait = self._last + self.min_interval - self._timer()
+        if wait <= 0:
+            self.fire()
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop to wake us: the next request or refresh() draws
+        self._pending = loop.call_later(wait, self.fire)
+
+    def fire(self) -> None:
+        self.cancel()
+        self._last = self._timer()
+        self.dirty = False
+        self._redraw()
+
+    def cancel(self) -> None:
+        if self._pending is not None:
+            self._pending.cancel()
+            self._pending = None
+
+
+class _View:
+    """An `ipywidgets.HTML` redrawn through a throttle; `updates` counts front-end updates."""
+
+    def __init__(self, min_interval: float) -> None:
+        self.widget = _ipywidgets().HTML()
+        self.updates = 0
+        self._throttle = _Throttle(self._draw, min_interval)
+        self.closed = False
+
+    def _html(self) -> str:  # pragma: no cover - every view overrides it
+        raise NotImplementedError
+
+    def _draw(self) -> None:
+        if self.closed:
+            return
+        markup = self._html()
+        if markup != self.widget.value:  # an unchanged value sends nothing to the front end
+            self.widget.value = markup
+            self.updates += 1
+
+    def refresh(self) -> None:
+        """Draw the current state now."""
+        self._throttle.fire()
+
+    def close(self) -> None:
+        """Stop updating and close the widget."""
+        self.closed = True
+        self._throttle.cancel()
+        self.widget.close()
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+class CallLogView(_View):
+    """A live table of calls: peer, state, duration, bytes, truncated, error class.
+
+    ``log`` is the `CallLog` to show (a new one by default); give the view's
+    `on_event` to each `CallPeer` whose calls it should show, any number of
+    them, with any number of concurrent calls.
+    """
+
+    def __init__(self, log: CallLog | None = None, *, min_interval: float = 0.25) -> None:
+        super().__init__(min_interval)
+        self.log = log if log is not None else CallLog()
+        self._unsubscribe = self.log.subscribe(self._on_log_event)
+        self._draw()
+
+    def __repr__(self) -> str:
+        return f"CallLogView({self.log!r}, updates={self.updates})"
+
+    def on_event(self, event: CallPeerEvent) -> None:
+        """The hook to give a `CallPeer`: ``CallPeer(..., on_event=view.on_event)``."""
+        self.log.on_event(event)
+
+    def _on_log_event(self, _event: CallPeerEvent) -> None:
+        self._throttle.request()
+
+    def _html(self) -> str:
+        return self.log._repr_html_()
+
+    def close(self) -> None:
+        self._unsubscribe()
+        super().close()
+
+
+class CacheView(_View):
+    """A live view of a `RuntimeCache`: resident instances in LRU order, leases, counters.
+
+    Redrawn from the cache's own events (built, hit, evicted, closed, ...); a
+    hook the cache already had keeps running, before the view's.
+    """
+
+    def __init__(self, cache: RuntimeCache, *, min_interval: float = 0.25) -> None:
+        super().__init__(min_interval)
+        self.cache = cache
+        self.events = 0
+        previous = cache._on_event
+
+        def hook(event: CacheEvent) -> None:
+            if previous is not None:
+                previous(event)
+            self.events += 1
+            self._throttle.request()
+
+        self._previous = previous
+        cache._on_event = hook  # the cache's hook is a constructor argument; chain onto it
+        self._draw()
+
+    def __repr__(self) -> str:
+        return f"CacheView({self.cache!r}, updates={self.updates})"
+
+    def _html(self) -> str:
+        return self.cache._repr_html_()
+
+    def close(self) -> None:
+        self.cache._on_event = self._previous
+        super().close()
+
+
+class _Roster(Protocol):
+    def roster(self) -> Sequence[Any]: ...
+
+    def _repr_html_(self) -> str: ...
+
+
+class FleetView(_View):
+    """A live roster of a simulated fleet (`simulator.Fleet`): peers joining, expiring, removed.
+
+    The roster is re-read every ``interval`` seconds on the running loop (an
+    in-process read: nothing is sent over a network) and redrawn when it
+    changed; the timer stops by itself after ``watch_seconds``, or at `close()`.
+    `refresh()` draws at once.
+    """
+
+    def __init__(
+        self,
+        fleet: _Roster,
+        *,
+        interval: float = 0.5,
+        watch_seconds: float = 600.0,
+        min_interval: float = 0.25,
+    ) -> None:
+        if not isinstance(interval, (int, float)) or interval <= 0:
+            raise ValueError(f"widgets: interval must be positive seconds, got {interval!r}")
+        super().__init__(min_interval)
+        self.fleet = fleet
+        self.interval = float(interval)
+        self.rows: list[Any] = []
+        self._signature: tuple[Any, ...] = ()
+        self._stop_at = time.monotonic() + watch_seconds
+        self._tick_handle: asyncio.TimerHandle | None = None
+        self._read()
+        self._draw()
+        self._schedule()
+
+    def __repr__(self) -> str:
+        names = ", ".join(f"{getattr(r, 'name', r)}" for r in self.rows)
+        return f"FleetView([{names}], updates={self.updates})"
+
+    def _read(self) -> bool:
+        """Read the roster; True when it changed (lease times compared to the second)."""
+        self.rows = list(self.fleet.roster())
+        signature = tuple(
+            (
+                getattr(r, "name", None),
+                getattr(r, "state", None),
+                getattr(r, "endpoint", None),
+                tuple(sorted((getattr(r, "labels", None) or {}).items())),
+                getattr(r, "url", None),
+                None if getattr(r, "lease_left", None) is None else int(r.lease_left),
+            )
+            for r in self.rows
+        )
+        changed = signature != self._signature
+        self._signature = signature
+        return changed
+
+    def _schedule(self) -> None:
+        if self.closed or time.monotonic() >= self._stop_at:
+            self._tick_handle = None
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop (a plain script): refresh() by hand
+        self._tick_handle = loop.call_later(self.interval, self._tick)
+
+    def _tick(self) -> None:
+        if self._read():
+            self._throttle.request()
+        self._schedule()
+
+    def refresh(self) -> None:
+        self._read()
+        super().refresh()
+
+    def _html(self) -> str:
+        return self.fleet._repr_html_()
+
+    def close(self) -> None:
+        if self._tick_handle is not None:
+            self._tick_handle.cancel()
+            self._tick_handle = None
+        super().close()

@@ -1,0 +1,80 @@
+"""What a fleet looks like right now: one `RosterEntry` per peer daemon it runs.
+
+The roster is read, never kept: each call asks the registry and the daemons
+afresh, so a peer whose lease lapsed shows as expired at once, and a notebook
+view built on it (`Fleet._repr_html_`, `coreagent_sdk.widgets.FleetView`)
+can never drift from what the hub answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import attrs
+
+from coreagent_sdk import _display
+
+if TYPE_CHECKING:
+    from ._fleet import Fleet
+
+__all__ = ["RosterEntry", "fleet_html", "fleet_roster"]
+
+_HUB = "hub"
+
+
+def _behavior_name(behavior: object) -> str:
+    # Behaviours are closures made by a factory: "reply.<locals>.run" reads as "reply".
+    qualname = getattr(behavior, "__qualname__", "") or type(behavior).__name__
+    return qualname.split(".<locals>", 1)[0]
+
+
+@attrs.frozen
+class RosterEntry:
+    """One peer of a fleet. ``state`` is live (registered) or expired (not listed).
+
+    ``lease_left`` is seconds until the lease lapses (None when not
+    registered; a heartbeating peer renews it at a third of its TTL);
+    ``heartbeat`` is False for a peer added with ``heartbeat=False``; ``url``
+    is the loopback URL while the fleet is served.
+    """
+
+    name: str
+    endpoint: str
+    labels: Mapping[str, str]
+    behavior: str
+    state: str
+    lease_left: float | None = None
+    heartbeat: bool = True
+    url: str | None = None
+
+
+def fleet_roster(fleet: Fleet) -> list[RosterEntry]:
+    now = fleet.clock.now()
+    listed = {e.name: e for e in fleet.registry.peers()}
+    members = fleet._members
+    served = fleet._served.urls if fleet._served is not None else {}
+    out = []
+    for name, daemon in fleet.daemons.items():
+        if name == _HUB:
+            continue
+        entry = listed.get(name)
+        out.append(
+            RosterEntry(
+                name=name,
+                endpoint=entry.endpoint if entry is not None else "",
+                labels=dict(entry.labels) if entry is not None else {},
+                behavior=_behavior_name(daemon.behavior),
+                state="live" if entry is not None else "expired",
+                lease_left=max(0.0, entry.lease_expires - now) if entry is not None else None,
+                heartbeat=members[name].heartbeat if name in members else False,
+                url=served.get(name),
+            )
+        )
+    return sorted(out, key=lambda e: e.name)
+
+
+def fleet_html(fleet: Fleet) -> str:
+    rows = [attrs.asdict(e) for e in fleet_roster(fleet)]
+    served = fleet._served.urls if fleet._served is not None else {}
+    return _display.fleet_html(fleet.hub_url, rows, served)

@@ -1,0 +1,148 @@
+"""Live widgets, built headless and driven by real calls, expiries and evictions."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from coreagent_sdk import AgentConfig, CallPeerEvent, FakeClock, RuntimeCache
+from coreagent_sdk.widgets import CacheView, CallLogView, FleetView
+from simulator import Fleet, SimulatedBuilder, SimulatedConfigLoader, behaviors
+
+from .html_parse import Page
+
+pytest.importorskip("ipywidgets")
+
+
+def _value_changes(view: object) -> list[str]:
+    """Every value the widget sends to the front end, observed on the widget itself."""
+    sent: list[str] = []
+    view.widget.observe(lambda change: sent.append(change["new"]), names="value")  # type: ignore[attr-defined]
+    return sent
+
+
+async def _until(predicate, seconds: float = 3.0) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(int(seconds / 0.01)):
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached in time")
+
+
+async def test_a_thousand_call_events_cause_only_a_few_front_end_updates() -> None:
+    view = CallLogView(min_interval=0.05)
+    sent = _value_changes(view)
+    for i in range(1, 251):  # 250 calls, 4 events each: 1,000 events in a burst
+        view.on_event(CallPeerEvent("started", "call_peer", f"p{i % 7}", call_id=i))
+        view.on_event(CallPeerEvent("session_opened", "call_peer", f"p{i % 7}", "s", call_id=i))
+        view.on_event(CallPeerEvent("truncated", "call_peer", f"p{i % 7}", "s", 3, call_id=i))
+        view.on_event(
+            CallPeerEvent("finished", "call_peer", f"p{i % 7}", "s", 3, call_id=i, response_bytes=9)
+        )
+    assert view.log.events == 1000
+    assert len(sent) <= 2  # the first event drew at once; the rest wait for one trailing redraw
+    await _until(lambda: "250" in Page(view.widget.value).text)
+    assert len(sent) <= 3
+    page = Page(view.widget.value)
+    assert "CallLog: 250 (truncated 250)" in page.text
+    view.close()
+
+
+async def test_the_call_log_view_follows_real_concurrent_calls() -> None:
+    fleet = Fleet()
+    fleet.add_peer("echo", behaviors.echo())
+    fleet.add_peer("flaky", behaviors.fail("transient_network", "<b>down</b>"))
+    view = CallLogView(min_interval=0.02)
+    async with fleet.call_peer(timeout=10, on_event=view.on_event) as tool:
+        results = await asyncio.gather(
+            *(tool.acall(peer=("echo", "flaky")[i % 2], prompt="hi") for i in range(20)),
+            return_exceptions=True,
+        )
+    assert sum(isinstance(r, Exception) for r in results) == 10
+    await _until(lambda: "CallLog: 20 (failed 10 · finished 10)" in Page(view.widget.value).text)
+    page = Page(view.widget.value)
+    errors = {row[6] for row in page.rows[1:]}
+    assert errors == {"", "PeerTurnError"}
+    assert "b" not in page.tags
+    view.close()
+    await fleet.aclose()
+
+
+async def test_the_fleet_view_shows_a_peer_joining_expiring_and_coming_back() -> None:
+    clock = FakeClock()
+    fleet = Fleet(clock=clock)
+    fleet.add_peer("prod-1", behaviors.echo())
+    view = FleetView(fleet, interval=0.01, min_interval=0.0)
+
+    def states() -> dict[str, str]:
+        return {row[0]: row[5] for row in Page(view.widget.value).rows[1:]}
+
+    assert states() == {"prod-1": "live"}
+    fleet.add_peer("prod-2", behaviors.reply("ok"))
+    await _until(lambda: states() == {"prod-1": "live", "prod-2": "live"})
+    fleet.expire("prod-2")
+    await _until(lambda: states() == {"prod-1": "live", "prod-2": "expired"})
+    assert [r.state for r in view.rows] == ["live", "expired"]
+    updates = view.updates
+    await asyncio.sleep(0.1)  # ten ticks of an unchanged roster send nothing
+    assert view.updates == updates
+    view.close()
+    await fleet.aclose()
+
+
+def test_the_fleet_view_refreshes_by_hand_without_an_event_loop() -> None:
+    fleet = Fleet()
+    fleet.add_peer("prod-1")
+    view = FleetView(fleet)
+    fleet.expire("prod-1")
+    view.refresh()
+    assert Page(view.widget.value).rows[1][5] == "expired"
+    view.close()
+
+
+async def test_the_cache_view_shows_an_eviction_from_the_caches_own_events() -> None:
+    loader = SimulatedConfigLoader(AgentConfig(id=a, slug=a) for a in "abc")
+    seen: list[str] = []
+    cache = RuntimeCache(
+        loader, SimulatedBuilder(), max_instances=2, on_event=lambda e: seen.append(e.kind)
+    )
+    view = CacheView(cache, min_interval=0.02)
+    for agent in ("a", "b", "a", "c"):
+        await cache.processor(agent)
+
+    def resident() -> list[str]:
+        return [row[1] for row in Page(view.widget.value).rows[1:]]
+
+    await _until(lambda: resident() == ["c", "a"] and "evictions 1" in Page(view.widget.value).text)
+    assert "evicted" in seen and "hit" in seen  # the cache's own hook kept running
+    assert view.events == len(seen)
+    view.close()
+    await cache.processor("b")
+    assert view.events < len(seen)  # closed: unhooked
+    await cache.aclose()
+
+
+def test_min_interval_is_checked() -> None:
+    with pytest.raises(ValueError, match="min_interval"):
+        CallLogView(min_interval=-1)
+
+
+def test_importing_the_sdk_and_the_simulator_imports_no_widgets_and_no_matplotlib() -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, coreagent_sdk, simulator\n"
+        "from simulator import Fleet\n"
+        "Fleet().add_peer('p')\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('ipywidgets', 'matplotlib', 'IPython', 'ipykernel'))\n"
+        "print(heavy)\n"
+        "import coreagent_sdk.widgets, coreagent_sdk.plots\n"  # lazy even when imported
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('ipywidgets', 'matplotlib')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.splitlines() == ["[]", "[]"]
