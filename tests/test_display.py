@@ -138,17 +138,24 @@ async def test_a_fleet_shows_each_peer_with_behaviour_lease_and_state() -> None:
     fleet = Fleet(clock=clock)
     fleet.add_peer("prod-1", behaviors.reply("ok"), labels={"cluster": HOSTILE}, ttl=60)
     fleet.add_peer("writer", behaviors.stream(100), ttl=30)
+    fleet.add_peer("mortal", heartbeat=False, ttl=30)
     fleet.expire("writer")
     page = Page(fleet._repr_html_())
     assert "script" not in page.tags
     header, *rows = page.rows
     assert header == ["peer", "endpoint", "labels", "behaviour", "lease left", "state", "served at"]
-    assert rows[0][:4] == ["prod-1", "http://prod-1.sim", f"cluster={HOSTILE}", "reply"]
-    assert rows[0][5] == "live" and rows[0][4].endswith(" s")
-    assert rows[1][0] == "writer" and rows[1][3] == "stream" and rows[1][5] == "expired"
+    assert rows[1][:4] == ["prod-1", "http://prod-1.sim", f"cluster={HOSTILE}", "reply"]
+    assert rows[1][5] == "live" and rows[1][4].endswith(" s")
+    assert rows[2][0] == "writer" and rows[2][3] == "stream" and rows[2][5] == "expired"
     entries = {e.name: e for e in fleet.roster()}
     assert entries["writer"].state == "expired" and entries["writer"].lease_left is None
     assert entries["prod-1"].lease_left is not None and entries["prod-1"].lease_left > 0
+    clock.advance(3600)  # the heartbeating peer stays; the one without heartbeats lapses
+    entries = {e.name: e for e in fleet.roster()}
+    assert entries["prod-1"].state == "live" and 0 < (entries["prod-1"].lease_left or 0) <= 60
+    assert (entries["mortal"].state, entries["mortal"].heartbeat) == ("expired", False)
+    fleet.revive("writer")
+    assert [e.state for e in fleet.roster()] == ["expired", "live", "live"]
 
 
 async def test_a_served_fleet_shows_its_loopback_urls() -> None:
