@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Protocol, Union, runtime_checkable
@@ -121,8 +122,52 @@ class StaticDirectory:
         return self._by_name.get(name)
 
 
+class _Answer:
+    """One `GET /peers` answer, decoded once and shared by every caller that rode on it."""
+
+    __slots__ = ("_by_name", "peers")
+
+    def __init__(self, peers: Roster) -> None:
+        self.peers = peers
+        self._by_name: dict[str, Peer] | None = None
+
+    def get(self, name: str) -> Peer | None:
+        if self._by_name is None:  # built on the first by-name lookup, once per answer
+            # reversed: a hostile hub listing a name twice resolves to its first row,
+            # as a scan of the roster would.
+            self._by_name = {p.name: p for p in reversed(self.peers)}
+        return self._by_name.get(name)
+
+
+class _Flight:
+    """One `GET /peers` in flight, and how many callers wait on it."""
+
+    __slots__ = ("loop", "task", "waiters")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.task: asyncio.Task[_Answer] | None = None
+        self.waiters = 0
+
+
+def _retrieve(task: asyncio.Task[_Answer]) -> None:
+    # A flight every caller walked away from still ends; its error is nobody's to raise.
+    if not task.cancelled():
+        task.exception()
+
+
 class HubDirectory:
-    """The hub's registry: `GET /peers` on every call (labels: `?label=k=v`)."""
+    """The hub's registry: `GET /peers` per lookup (labels: `?label=k=v`).
+
+    Concurrent lookups share one request: a caller that arrives while a
+    `GET /peers` with the same credential is in flight waits for that answer
+    instead of sending its own, and the rows are decoded once per answer. A
+    caller never gets an answer from a request that had already finished when
+    it started, so a shared answer is at most one round trip older than the
+    call: the hub read its registry at some moment while that request was in
+    flight, and the request ended after the caller arrived. Sequential calls
+    never share, so a lease that lapsed before a call is gone on that call.
+    """
 
     def __init__(
         self,
@@ -144,14 +189,50 @@ class HubDirectory:
         self._token_env = token_env
         self._environ = environ
         self.labels: dict[str, str] = dict(labels or {})
+        # In-flight requests by credential: callers with different tokens may see
+        # different rosters (redaction, auth), so only callers with the same one share.
+        self._flights: dict[str | None, _Flight] = {}
 
     def __repr__(self) -> str:
         return f"HubDirectory({self.hub_url!r}, labels={self.labels!r})"
 
     async def peers(self) -> Sequence[Peer]:
+        return (await self._answer()).peers
+
+    async def lookup(self, name: str) -> Peer | None:
+        """The peer registered as `name` (None if there is none), from a shared answer."""
+        return (await self._answer()).get(name)
+
+    async def _answer(self) -> _Answer:
         token = self._token
         if self._token_env is not None:
             token = read_token(self._token_env, self._environ, "directory")
+        loop = asyncio.get_running_loop()
+        flight = self._flights.get(token)
+        if flight is None or flight.loop is not loop:
+            flight = _Flight(loop)
+            flight.task = loop.create_task(self._fetch(token, flight))
+            flight.task.add_done_callback(_retrieve)
+            self._flights[token] = flight
+        task = flight.task
+        assert task is not None
+        flight.waiters += 1
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done() and flight.waiters == 1:
+                # The last caller left: stop the request rather than finish it for nobody.
+                self._land(token, flight)
+                task.cancel()
+            raise
+        finally:
+            flight.waiters -= 1
+
+    def _land(self, token: str | None, flight: _Flight) -> None:
+        if self._flights.get(token) is flight:
+            del self._flights[token]
+
+    async def _fetch(self, token: str | None, flight: _Flight) -> _Answer:
         try:
             client = AttachClient(self.hub_url, http_client=self._http.get(), token=token)
             records = await client.list_peers(self.labels or None)
@@ -159,7 +240,11 @@ class HubDirectory:
             raise DirectoryError(
                 f"directory: could not list peers on the hub {self.hub_url}: {exc}"
             ) from exc
-        return Roster(Peer(r.name, r.endpoint, r.labels) for r in records)
+        finally:
+            # Synchronously with the answer, before any waiter resumes: from here on a
+            # new caller starts a new request instead of riding on a finished one.
+            self._land(token, flight)
+        return _Answer(Roster(Peer(r.name, r.endpoint, r.labels) for r in records))
 
     async def lookup(self, name: str) -> Peer | None:
         """The hub lists no single peer by name, so this reads the roster (`GET /peers`)."""

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
+import httpx
 import pytest
 
 from coreagent_sdk import DirectoryFunc, HubDirectory, Peer, StaticDirectory
@@ -76,3 +80,195 @@ def test_token_and_token_env_together_are_refused() -> None:
 def test_a_hub_url_that_is_not_http_is_refused() -> None:
     with pytest.raises(ValueError, match=r"directory: URL 'hub\.sim' is refused"):
         HubDirectory("hub.sim")
+
+
+# --- shared lookups -----------------------------------------------------------------------
+
+
+class HeldHub(httpx.AsyncBaseTransport):
+    """The fleet's transport, with every `GET /peers` answered by the hub and then held.
+
+    Each held request waits (at most 2 s) for its own `release(i)`; `answered[i]` is set
+    once the hub has produced the whole body, so a test knows what the hub said and when.
+    """
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+        self.answered: list[asyncio.Event] = []
+        self._gates: list[asyncio.Event] = []
+
+    @property
+    def requests(self) -> int:
+        return len(self.answered)
+
+    def release(self, i: int) -> None:
+        self._gates[i].set()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path != "/peers":
+            return await self.inner.handle_async_request(request)
+        answered, gate = asyncio.Event(), asyncio.Event()
+        self.answered.append(answered)
+        self._gates.append(gate)
+        response = await self.inner.handle_async_request(request)
+        body = await response.aread()
+        answered.set()
+        await asyncio.wait_for(gate.wait(), 2)  # bounded: a test that forgets fails, not hangs
+        return httpx.Response(response.status_code, headers=response.headers, content=body)
+
+
+def _names(peers: Any) -> list[str]:
+    return [p.name for p in peers]
+
+
+async def _until(event: asyncio.Event) -> None:
+    await asyncio.wait_for(event.wait(), 5)
+
+
+async def test_concurrent_lookups_share_one_request_and_one_decoded_answer() -> None:
+    fleet = Fleet()
+    fleet.add_peer("a", behaviors.echo())
+    held = HeldHub(fleet.transport)
+    directory = HubDirectory(fleet.hub_url, transport=held)
+    first = asyncio.ensure_future(directory.peers())
+    await _until_requests(held, 1)
+    riders = [asyncio.ensure_future(directory.peers()) for _ in range(20)]
+    by_name = asyncio.ensure_future(directory.lookup("a"))
+    await asyncio.sleep(0.01)
+    held.release(0)
+    answers = await asyncio.gather(first, *riders)
+    assert held.requests == 1
+    assert all(a is answers[0] for a in answers), "each caller decoded the rows again"
+    assert (await by_name) == Peer("a", "http://a.sim")
+    await directory.aclose()
+
+
+async def test_a_lookup_after_a_request_finished_sends_a_new_one_and_sees_later_changes() -> None:
+    fleet = Fleet()
+    fleet.add_peer("a", behaviors.echo())
+    held = HeldHub(fleet.transport)
+    directory = HubDirectory(fleet.hub_url, transport=held)
+    early = asyncio.ensure_future(directory.peers())
+    await _until_requests(held, 1)
+    await _until(held.answered[0])  # the hub has answered [a]...
+    fleet.add_peer("b", behaviors.echo())  # ...and the roster changes before the answer lands
+    rider = asyncio.ensure_future(directory.peers())  # started while the request is in flight
+    await asyncio.sleep(0)
+    held.release(0)
+    assert _names(await early) == ["a"]
+    # It rode on a request in flight when it started: the documented bound (one round trip).
+    assert _names(await rider) == ["a"]
+    late = asyncio.ensure_future(directory.peers())  # started after that request finished
+    await _until_requests(held, 2)
+    held.release(1)
+    assert _names(await late) == ["a", "b"]
+    await directory.aclose()
+
+
+async def _until_requests(held: HeldHub, n: int) -> None:
+    for _ in range(1000):
+        if held.requests >= n:
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"expected {n} GET /peers, saw {held.requests}")
+
+
+async def test_a_lookup_started_as_the_shared_request_completes_does_not_ride_on_it() -> None:
+    # The narrowest window: a caller that starts from the very callback that wakes the
+    # first caller, after the request finished but before anyone has read its answer.
+    fleet = Fleet()
+    fleet.add_peer("a", behaviors.echo())
+    held = HeldHub(fleet.transport)
+    directory = HubDirectory(fleet.hub_url, transport=held)
+    first = asyncio.ensure_future(directory.peers())
+    await _until_requests(held, 1)
+    await _until(held.answered[0])
+    fleet.add_peer("b", behaviors.echo())
+    late: list[asyncio.Future[Any]] = []
+    first.add_done_callback(lambda _: late.append(asyncio.ensure_future(directory.peers())))
+    held.release(0)
+    assert _names(await first) == ["a"]
+    await _until_requests(held, 2)
+    held.release(1)
+    assert _names(await late[0]) == ["a", "b"]
+    assert held.requests == 2
+    await directory.aclose()
+
+
+async def test_sequential_lookups_each_ask_the_hub() -> None:
+    fleet = Fleet()
+    fleet.add_peer("a", behaviors.echo())
+    directory = fleet.directory()
+    assert _names(await directory.peers()) == ["a"]
+    fleet.expire("a")
+    assert await directory.lookup("a") is None
+    fleet.add_peer("c", behaviors.echo())
+    assert await directory.lookup("c") == Peer("c", "http://c.sim")
+    await directory.aclose()
+
+
+async def test_cancelling_one_caller_leaves_the_shared_request_to_the_others() -> None:
+    fleet = Fleet()
+    fleet.add_peer("a", behaviors.echo())
+    held = HeldHub(fleet.transport)
+    directory = HubDirectory(fleet.hub_url, transport=held)
+    quitter = asyncio.ensure_future(directory.peers())
+    stayer = asyncio.ensure_future(directory.peers())
+    await _until_requests(held, 1)
+    quitter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await quitter
+    held.release(0)
+    assert _names(await stayer) == ["a"]
+    assert held.requests == 1
+    await directory.aclose()
+
+
+async def test_when_every_caller_gives_up_the_request_stops_and_the_next_caller_starts_anew() -> (
+    None
+):
+    fleet = Fleet()
+    fleet.add_peer("a", behaviors.echo())
+    held = HeldHub(fleet.transport)
+    directory = HubDirectory(fleet.hub_url, transport=held)
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(directory.peers(), 0.05)
+    assert held.requests == 1
+    again = asyncio.ensure_future(directory.peers())
+    await _until_requests(held, 2)
+    held.release(1)
+    assert _names(await again) == ["a"]
+    await directory.aclose()
+
+
+async def test_a_failed_shared_request_fails_every_caller_that_rode_on_it() -> None:
+    fleet = Fleet()
+    fleet.add_peer("a", behaviors.echo())
+    fleet.faults("hub").error_status = 503
+    held = HeldHub(fleet.transport)
+    directory = HubDirectory(fleet.hub_url, transport=held)
+    callers = [asyncio.ensure_future(directory.peers()) for _ in range(3)]
+    await _until_requests(held, 1)
+    held.release(0)
+    outcomes = await asyncio.gather(*callers, return_exceptions=True)
+    assert all(isinstance(o, DirectoryError) and "503" in str(o) for o in outcomes), outcomes
+    assert held.requests == 1
+    await directory.aclose()
+
+
+async def test_callers_with_different_tokens_never_share_an_answer() -> None:
+    fleet = Fleet(tokens={"t-alice": "alice", "t-bob": "bob"})
+    fleet.add_peer("a", behaviors.echo(), token="t-alice")
+    held = HeldHub(fleet.transport)
+    environ = {"HUB_TOKEN": "t-alice"}
+    directory = HubDirectory(fleet.hub_url, transport=held, token_env="HUB_TOKEN", environ=environ)
+    as_alice = asyncio.ensure_future(directory.peers())
+    await _until_requests(held, 1)
+    environ["HUB_TOKEN"] = "t-bob"
+    as_bob = asyncio.ensure_future(directory.peers())
+    await _until_requests(held, 2)
+    held.release(0)
+    held.release(1)
+    assert _names(await as_alice) == _names(await as_bob) == ["a"]
+    assert held.requests == 2
+    await directory.aclose()
