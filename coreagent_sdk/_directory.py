@@ -246,10 +246,6 @@ class HubDirectory:
             self._land(token, flight)
         return _Answer(Roster(Peer(r.name, r.endpoint, r.labels) for r in records))
 
-    async def lookup(self, name: str) -> Peer | None:
-        """The hub lists no single peer by name, so this reads the roster (`GET /peers`)."""
-        return next((p for p in await self.peers() if p.name == name), None)
-
     async def aclose(self) -> None:
         """Release pooled connections; the directory stays usable."""
         await self._http.aclose()

@@ -47,6 +47,7 @@ _EVENT_TYPES = (
     "wake",
     "pause",
 )
+_MAX_LISTINGS = 64  # encoded GET /peers bodies kept per registry version
 _CLOSE = None  # queued to a subscriber: end its stream
 _MALFORMED = b"event: agent\ndata: {not json\n\n"
 
@@ -339,6 +340,8 @@ class Daemon:
         self.sessions: dict[str, _Session] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
+        self._listings: dict[tuple[str, tuple[tuple[str, str], ...]], bytes] = {}
+        self._listing_version = -1
         routes = [
             Route("/sessions", self._create_session, methods=["POST"]),
             Route("/sessions", self._list_sessions, methods=["GET"]),
@@ -511,15 +514,34 @@ class Daemon:
             if not sep or not key:
                 return _text(400, f"label filter must be key=value, got {raw!r}")
             labels[key] = value
-        caller = self._caller(request)
-        return JSONResponse(
-            {
-                "peers": [
-                    e.record(redact=not self.registry.may_manage(e, caller))
-                    for e in self.registry.peers(labels)
-                ]
-            }
-        )
+        body = self._peer_listing(labels, self._caller(request))
+        return Response(body, media_type="application/json")
+
+    def _peer_listing(self, labels: dict[str, str], caller: Identity | None) -> bytes:
+        """`GET /peers`' body, encoded once per registry version, label filter and view.
+
+        Encoding 10,000 records on every request made the roster lookup the
+        cost of a delegation; an unchanged roster is served from here instead.
+        """
+        assert self.registry is not None
+        version = self.registry.version()
+        if version != self._listing_version:
+            self._listings.clear()
+            self._listing_version = version
+        # Who sees which registration ids: everyone (open hub, admin) or an owner's own.
+        view = "all" if caller is None or caller.admin else "owner:" + caller.name
+        key = (view, tuple(sorted(labels.items())))
+        body = self._listings.get(key)
+        if body is None:
+            records = [
+                e.record(redact=not self.registry.may_manage(e, caller))
+                for e in self.registry.peers(labels)
+            ]
+            body = JSONResponse({"peers": records}).body
+            if len(self._listings) >= _MAX_LISTINGS:  # callers choose filters: stay bounded
+                self._listings.clear()
+            self._listings[key] = body
+        return body
 
     async def _register(self, request: Request) -> Response:
         assert self.registry is not None  # the /peers routes exist on hubs only

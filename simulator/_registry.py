@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import secrets
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -52,6 +53,10 @@ class _Entry:
     # Kept alive by its (simulated) daemon: renewed lazily, see PeerRegistry.keep_alive.
     kept: bool = False
 
+    def next_change(self) -> float:
+        """When this entry's listing changes by itself: its next beat, or its lease lapsing."""
+        return self.last_heartbeat + self.ttl / 3 if self.kept else self.lease_expires
+
     def renew(self, now: float) -> None:
         """Bring a kept lease up to `now` as heartbeats every third of the TTL would have."""
         if not self.kept:
@@ -91,6 +96,29 @@ class PeerRegistry:
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._by_name: dict[str, _Entry] = {}
+        # What `version()` serves: a counter bumped by every write, and the moment
+        # before which no lease can lapse or beat by itself (None: not known yet).
+        self._version = 0
+        self._quiet_until: float | None = None
+
+    def _changed(self) -> None:
+        self._version += 1
+        self._quiet_until = None
+
+    def version(self) -> int:
+        """A number that changes whenever what `GET /peers` lists could have changed.
+
+        Every write bumps it, and so does the clock reaching the first moment a
+        lease lapses or a kept lease beats, so a listing cached under one
+        version is exactly what the hub would encode again (O(1) while quiet).
+        """
+        if self._quiet_until is None:
+            self._quiet_until = min(
+                (e.next_change() for e in self._by_name.values()), default=math.inf
+            )
+        if self.clock.now() >= self._quiet_until:
+            self._changed()
+        return self._version
 
     def __len__(self) -> int:
         self.prune()
@@ -150,6 +178,7 @@ class PeerRegistry:
             lease_expires=now + ttl,
         )
         self._by_name[name] = entry
+        self._changed()
         return entry
 
     def _by_id(self, registration_id: str) -> _Entry | None:
@@ -166,6 +195,7 @@ class PeerRegistry:
             now = self.clock.now()
             entry.last_heartbeat = now
             entry.lease_expires = now + entry.ttl
+            self._changed()
         return entry
 
     def deregister(self, registration_id: str, caller: Identity | None) -> bool:
@@ -180,6 +210,7 @@ class PeerRegistry:
         if not self.may_manage(entry, caller):
             return False
         del self._by_name[entry.name]
+        self._changed()
         return True
 
     @staticmethod
@@ -224,6 +255,7 @@ class PeerRegistry:
         if entry is None:
             return False
         entry.kept = keep
+        self._changed()
         return True
 
     def expire(self, name: str) -> bool:
@@ -233,14 +265,17 @@ class PeerRegistry:
             return False
         entry.kept = False
         entry.lease_expires = self.clock.now()
+        self._changed()
         self.prune()
         return True
 
     def remove(self, name: str) -> bool:
         """Drop `name`'s registration whoever owns it (the simulator's own bookkeeping)."""
+        self._changed()
         return self._by_name.pop(name, None) is not None
 
     def set_endpoint(self, name: str, endpoint: str) -> None:
         entry = self._by_name.get(name)
         if entry is not None:
             entry.endpoint = endpoint
+            self._changed()

@@ -406,3 +406,137 @@ def test_clearing_faults_restores_every_default() -> None:
     )
     faults.clear()
     assert faults == Faults()
+
+
+# --- the hub's listing: encoded once per roster, never stale --------------------------------
+
+
+class Listing:
+    """`GET /peers` on an in-process fleet's hub, as raw JSON (records by name)."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+        self.http = httpx.AsyncClient(transport=fleet.transport)
+        self.hub = f"{fleet.hub_url}/peers"
+
+    async def get(self, token: str | None = None, **params: str) -> dict[str, dict[str, Any]]:
+        response = await self.http.get(
+            self.hub,
+            headers=bearer(token) if token else None,
+            params=[("label", f"{k}={v}") for k, v in params.items()] or None,
+        )
+        assert response.status_code == 200, response.text
+        return {p["name"]: p for p in response.json()["peers"]}
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+        await self.fleet.aclose()
+
+
+async def test_an_unchanged_roster_is_encoded_once_and_answered_byte_for_byte(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from simulator import _registry
+
+    encoded = 0
+    record = _registry._Entry.record
+
+    def counting(self: Any, *, redact: bool) -> dict[str, Any]:
+        nonlocal encoded
+        encoded += 1
+        return record(self, redact=redact)
+
+    monkeypatch.setattr(_registry._Entry, "record", counting)
+    fleet = Fleet(clock=FakeClock())
+    for i in range(50):
+        fleet.add_peer(f"p-{i}")
+    async with httpx.AsyncClient(transport=fleet.transport) as http:
+        bodies = {(await http.get(f"{fleet.hub_url}/peers")).content for _ in range(5)}
+    assert len(bodies) == 1
+    assert encoded == 50, f"{encoded} records encoded for 5 answers of an unchanged 50-peer roster"
+    await fleet.aclose()
+
+
+async def test_the_listing_changes_with_every_write_to_the_registry() -> None:
+    clock = FakeClock()
+    listing = Listing(Fleet(clock=clock))
+    fleet, http = listing.fleet, listing.http
+    fleet.add_peer("kept")
+    assert list(await listing.get()) == ["kept"]
+    made = await http.post(
+        listing.hub,
+        headers=JSON,
+        json={"name": "x", "endpoint": "http://x:1", "heartbeat_ttl_sec": 30},
+    )
+    rid = made.json()["registration_id"]
+    before = (await listing.get())["x"]
+    clock.advance(10)
+    assert (await http.post(f"{listing.hub}/{rid}/heartbeat", headers=JSON)).status_code == 200
+    after = (await listing.get())["x"]
+    assert after["lease_expires_at"] > before["lease_expires_at"]
+    assert (await http.delete(f"{listing.hub}/{rid}", headers=JSON)).status_code == 204
+    assert list(await listing.get()) == ["kept"]
+    fleet.expire("kept")
+    assert await listing.get() == {}
+    fleet.revive("kept")
+    assert list(await listing.get()) == ["kept"]
+    fleet.add_peer("gone")
+    assert list(await listing.get()) == ["gone", "kept"]
+    fleet.remove_peer("gone")
+    assert list(await listing.get()) == ["kept"]
+    await listing.aclose()
+
+
+async def test_a_lease_that_lapses_with_no_write_leaves_the_listing_at_once() -> None:
+    clock = FakeClock()
+    listing = Listing(Fleet(clock=clock))
+    listing.fleet.add_peer("kept")
+    listing.fleet.add_peer("brief", ttl=10, heartbeat=False)
+    assert list(await listing.get()) == ["brief", "kept"]
+    clock.advance(9.999)
+    assert list(await listing.get()) == ["brief", "kept"]
+    clock.advance(0.001)
+    assert list(await listing.get()) == ["kept"]
+    await listing.aclose()
+
+
+async def test_a_kept_lease_is_listed_with_its_latest_beat_after_time_passes() -> None:
+    clock = FakeClock()
+    listing = Listing(Fleet(clock=clock))
+    listing.fleet.add_peer("kept", ttl=30)
+    first = (await listing.get())["kept"]
+    clock.advance(10)  # one beat (a third of the lease) is due
+    later = (await listing.get())["kept"]
+    assert later["last_heartbeat"] > first["last_heartbeat"]
+    assert later["lease_expires_at"] > first["lease_expires_at"]
+    await listing.aclose()
+
+
+async def test_each_label_filter_and_each_caller_gets_its_own_listing() -> None:
+    listing = Listing(Fleet(tokens=TOKENS))
+    listing.fleet.add_peer("a", labels={"env": "prod"}, token=ALICE)
+    listing.fleet.add_peer("b", labels={"env": "dev"}, token=BOB)
+    assert list(await listing.get(ALICE, env="prod")) == ["a"]
+    assert list(await listing.get(ALICE, env="dev")) == ["b"]
+    as_alice = await listing.get(ALICE)
+    as_bob = await listing.get(BOB)
+    as_root = await listing.get(ROOT)
+
+    def shown(view: dict[str, dict[str, Any]]) -> list[str]:
+        return [name for name, rec in view.items() if rec.get("registration_id")]
+
+    assert shown(as_alice) == ["a"]
+    assert shown(as_bob) == ["b"]
+    assert shown(as_root) == ["a", "b"]
+    await listing.aclose()
+
+
+async def test_serving_the_fleet_changes_the_listed_endpoints_at_once() -> None:
+    listing = Listing(Fleet())
+    listing.fleet.add_peer("a")
+    assert (await listing.get())["a"]["endpoint"] == "http://a.sim"
+    served = await listing.fleet.serve()
+    assert (await listing.get())["a"]["endpoint"] == served.urls["a"]
+    await served.aclose()
+    assert (await listing.get())["a"]["endpoint"] == "http://a.sim"
+    await listing.aclose()
