@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 import attrs
 import httpx
 
-from . import _display
+from . import _display, _tracing
 from ._client import MULTI_SESSION_HINT, AttachClient
 from ._directory import Directory, HubDirectory, Peer, read_token
 from ._endpoint import endpoint_problem
@@ -364,6 +364,12 @@ class CallPeer:
     async def acall(self, peer: str, prompt: str) -> CallPeerResult:
         """Ask `peer` to answer `prompt`; see the class and module docs for the rules."""
         call = _Call(peer if isinstance(peer, str) else "")
+        span = _tracing.call_span(self.name, call.peer)  # None without OpenTelemetry
+        if span is None:
+            return await self._acall(call, peer, prompt)
+        return await span.run(call, self._acall(call, peer, prompt))
+
+    async def _acall(self, call: _Call, peer: str, prompt: str) -> CallPeerResult:
         self._emit("started", call)
         try:
             if not isinstance(peer, str):

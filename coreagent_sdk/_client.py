@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 import httpx
 
+from . import _tracing
 from ._endpoint import checked_base_url, endpoint_problem
 from ._http import make_http_client, read_json, status_error, transport_failure
 from ._sse import MAX_LINE_BYTES, iter_frames
@@ -122,14 +123,16 @@ class AttachClient:
         body: Mapping[str, Any] | None = None,
         params: list[tuple[str, str | int | float | bool | None]] | None = None,
         hint_by_status: Mapping[int, str] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
     ) -> httpx.Response:
         write = method not in ("GET", "HEAD", "OPTIONS")
+        headers = self._write_headers if write else self._read_headers
         request = self._http.build_request(
             method,
             self.base_url + path,
             # Writes always declare JSON, even with no body: the daemon answers 415 otherwise.
             content=json.dumps(body).encode() if body is not None else (b"" if write else None),
-            headers=self._write_headers if write else self._read_headers,
+            headers={**headers, **extra_headers} if extra_headers else headers,
             params=params,
         )
         return await self._open(request, hint_by_status)
@@ -183,7 +186,11 @@ class AttachClient:
         body: dict[str, Any] = {"message": message}
         if wake is not None:
             body["wake"] = wake
-        data = await self._json("POST", _session_path(path) + "/inject", "inject", body=body)
+        # The daemon hands this context to the turn that drains the message (otelhttp).
+        trace = _tracing.trace_headers()  # None without OpenTelemetry or a current span
+        data = await self._json(
+            "POST", _session_path(path) + "/inject", "inject", body=body, extra_headers=trace
+        )
         return InjectResult.from_dict(data)
 
     @asynccontextmanager

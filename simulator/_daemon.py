@@ -24,6 +24,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from coreagent_sdk import PROTOCOL_VERSION, Clock, SystemClock
+from coreagent_sdk._tracing import picked_headers, turn_span
 from coreagent_sdk._wire import AgentEvent, AgentFrame, Content, Part, encode_sse
 
 from ._agents import Behavior, Turn, TurnAbandoned, TurnFailed, echo
@@ -66,6 +67,7 @@ class _Session:
         self.seq = 0
         self.log: list[tuple[int, bytes]] = []
         self.subscribers: set[asyncio.Queue[bytes | None]] = set()
+        self.trace_context: dict[str, str] | None = None  # traceparent of the last inject
         self.inbox: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
         self.worker: asyncio.Task[None] | None = None
         self.busy = False
@@ -153,7 +155,12 @@ class _Session:
             invocation_id=invocation,
         )
         try:
-            await self.daemon.behavior(turn)
+            with turn_span(
+                self.daemon.name,
+                self.trace_context,
+                {"gen_ai.conversation.id": self.session_id, "coreagent.prompt_id": prompt_id},
+            ):
+                await self.daemon.behavior(turn)
         except (TurnFailed, TurnAbandoned):
             return
         except Exception as exc:  # a behaviour bug is the peer's turn error, as on a daemon
@@ -489,6 +496,7 @@ class Daemon:
         message = body.get("message") if isinstance(body, dict) else None
         if not isinstance(message, str) or not message.strip():
             return _text(400, "message is required")
+        session.trace_context = picked_headers(request.headers)  # for the turn's span
         prompt_id = session.enqueue(message)
         return JSONResponse(
             {

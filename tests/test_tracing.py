@@ -1,0 +1,185 @@
+"""OpenTelemetry: a CallPeer call is a client span, a simulated turn its child, a tree one trace."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from coreagent_sdk.errors import PeerTimeoutError
+from simulator import Fleet, behaviors
+
+
+class Switch(SpanProcessor):
+    """Forwards finished spans only while a test of this module runs."""
+
+    def __init__(self, inner: SpanProcessor) -> None:
+        self.inner = inner
+        self.on = False
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.on:
+            self.inner.on_end(span)
+
+
+_EXPORTER = InMemorySpanExporter()
+_SWITCH = Switch(SimpleSpanProcessor(_EXPORTER))
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    # The global provider can be set once per process: set it once, switch recording per test.
+    if not getattr(trace.get_tracer_provider(), "_coreagent_test", False):
+        provider = TracerProvider()
+        provider.add_span_processor(_SWITCH)
+        provider._coreagent_test = True  # type: ignore[attr-defined]
+        trace.set_tracer_provider(provider)
+    _EXPORTER.clear()
+    _SWITCH.on = True
+    try:
+        yield _EXPORTER
+    finally:
+        _SWITCH.on = False
+        _EXPORTER.clear()
+
+
+def two_hops(fleet: Fleet) -> None:
+    fleet.add_peer("region", behaviors.delegate("zone", via=fleet, timeout=5))
+    fleet.add_peer("zone", behaviors.reply("3 pods ready"))
+
+
+@pytest.mark.parametrize("mode", ["in-process", "loopback"])
+async def test_a_two_hop_tree_is_one_trace_of_client_and_turn_spans(
+    spans: InMemorySpanExporter, mode: str
+) -> None:
+    fleet = Fleet()
+    two_hops(fleet)
+    served = await fleet.serve() if mode == "loopback" else None
+    tool = served.call_peer(timeout=10) if served else fleet.call_peer(timeout=10)
+    tracer = trace.get_tracer("test")
+    try:
+        with tracer.start_as_current_span("notebook cell") as root:
+            result = await tool.acall(peer="region", prompt="pods?")
+    finally:
+        await tool.aclose()
+        await fleet.aclose()
+
+    calls = [s for s in spans.get_finished_spans() if s.kind == SpanKind.CLIENT]
+    turns = [s for s in spans.get_finished_spans() if s.kind == SpanKind.INTERNAL]
+    call_region = next(s for s in calls if s.attributes["gen_ai.agent.name"] == "region")
+    call_zone = next(s for s in calls if s.attributes["gen_ai.agent.name"] == "zone")
+    turn_region = next(s for s in turns if s.attributes["gen_ai.agent.name"] == "region")
+    turn_zone = next(s for s in turns if s.attributes["gen_ai.agent.name"] == "zone")
+
+    trace_id = root.get_span_context().trace_id
+    assert {s.context.trace_id for s in (call_region, turn_region, call_zone, turn_zone)} == {
+        trace_id
+    }
+    # caller -> region's turn -> region's own call to zone -> zone's turn
+    assert call_region.parent.span_id == root.get_span_context().span_id
+    assert turn_region.parent.span_id == call_region.context.span_id
+    assert call_zone.parent.span_id == turn_region.context.span_id
+    assert turn_zone.parent.span_id == call_zone.context.span_id
+    if mode == "loopback":
+        # Across sockets only the traceparent header can have carried the context.
+        assert turn_region.parent.is_remote and turn_zone.parent.is_remote
+    assert call_region.name == "invoke_agent region"
+    assert call_region.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert call_region.attributes["gen_ai.conversation.id"] == result.session_id
+    assert turn_region.attributes["gen_ai.conversation.id"] == result.session_id
+    assert call_region.attributes["coreagent.call_peer.outcome"] == "ok"
+    assert call_region.attributes["coreagent.call_peer.response_bytes"] == len(b"3 pods ready")
+    assert call_region.attributes["coreagent.call_peer.truncated"] is False
+    assert call_region.attributes["gen_ai.tool.name"] == "call_peer"
+
+
+async def test_a_failed_call_records_its_error_class_and_outcome(
+    spans: InMemorySpanExporter,
+) -> None:
+    fleet = Fleet()
+    fleet.add_peer("stuck", behaviors.never_finish())
+    async with fleet.call_peer(timeout=0.2) as tool:
+        with pytest.raises(PeerTimeoutError):
+            await tool.acall(peer="stuck", prompt="go")
+    await fleet.aclose()
+    (call,) = [s for s in spans.get_finished_spans() if s.kind == SpanKind.CLIENT]
+    assert call.status.status_code == StatusCode.ERROR
+    assert call.attributes["error.type"] == "PeerTimeoutError"
+    assert call.attributes["coreagent.call_peer.outcome"] == "timeout"
+    assert call.attributes["gen_ai.conversation.id"].startswith("s-")
+
+
+async def test_a_truncated_answer_is_marked_on_the_span(spans: InMemorySpanExporter) -> None:
+    fleet = Fleet()
+    fleet.add_peer("big", behaviors.stream(4000, 1000))
+    async with fleet.call_peer(timeout=5, max_response_bytes=100) as tool:
+        await tool.acall(peer="big", prompt="go")
+    (call,) = [s for s in spans.get_finished_spans() if s.kind == SpanKind.CLIENT]
+    assert call.attributes["coreagent.call_peer.truncated"] is True
+    assert call.attributes["coreagent.call_peer.outcome"] == "truncated"
+    assert call.attributes["coreagent.call_peer.response_bytes"] == 100
+
+
+async def test_spans_carry_neither_the_prompt_the_answer_nor_the_token(
+    spans: InMemorySpanExporter,
+) -> None:
+    token = "canary-0b7e-trace-token"
+    fleet = Fleet(tokens={token: "alice"})
+    fleet.add_peer("prod-1", behaviors.echo(), token=token)
+    env = {"T": token}
+    async with fleet.call_peer(timeout=5, token_env="T", environ=env) as tool:
+        await tool.acall(peer="prod-1", prompt="secret prompt text")
+    dumped = "".join(s.to_json() for s in spans.get_finished_spans())
+    assert "invoke_agent prod-1" in dumped
+    assert token not in dumped and "secret prompt text" not in dumped
+
+
+def test_without_opentelemetry_nothing_is_imported_and_no_header_is_sent() -> None:
+    # A fresh interpreter where `opentelemetry` cannot be found, as a plain install.
+    code = """
+import sys, asyncio, importlib.util
+real = importlib.util.find_spec
+def hide(name, *a):
+    return None if name.startswith("opentelemetry") else real(name, *a)
+importlib.util.find_spec = hide
+from simulator import Fleet, behaviors
+from coreagent_sdk import _tracing
+assert _tracing.AVAILABLE is False
+seen = []
+async def main():
+    fleet = Fleet()
+    async def look(turn):
+        return "ok"
+    fleet.add_peer("p", behaviors.custom(look))
+    daemon = fleet.peer("p")
+    original = daemon.app
+    async def spy(scope, receive, send):
+        if scope["path"].endswith("/inject"):
+            seen.append({k.decode(): v for k, v in scope["headers"]})
+        await original(scope, receive, send)
+    from coreagent_sdk import ASGITransport
+    fleet.transport.mount("p.sim", ASGITransport(spy))
+    async with fleet.call_peer(timeout=5) as tool:
+        assert (await tool.acall(peer="p", prompt="hi")).response == "ok"
+    await fleet.aclose()
+asyncio.run(main())
+assert seen and "traceparent" not in seen[0], seen
+assert not any(m.startswith("opentelemetry") for m in sys.modules), sorted(
+    m for m in sys.modules if m.startswith("opentelemetry"))
+print("clean")
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "clean"
