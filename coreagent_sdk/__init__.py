@@ -48,7 +48,7 @@ from ._runtime_cache import (
     ConfigLoader,
     RuntimeCache,
 )
-from ._sse import MAX_LINE_BYTES
+from ._sse import MAX_EVENT_BYTES, MAX_LINE_BYTES
 from ._transport import ASGITransport, RoutingTransport
 from ._wire import (
     PROTOCOL_VERSION,
@@ -105,6 +105,7 @@ __all__ = [
     "HubDirectory",
     "Inbox",
     "InjectResult",
+    "MAX_EVENT_BYTES",
     "MAX_LINE_BYTES",
     "MAX_TIMEOUT",
     "ModelDefaults",

@@ -14,7 +14,8 @@ import httpx
 from . import _tracing
 from ._endpoint import checked_base_url, endpoint_problem
 from ._http import make_http_client, read_json, status_error, transport_failure
-from ._sse import MAX_LINE_BYTES, iter_frames
+from ._inflate import ACCEPT_ENCODING
+from ._sse import MAX_EVENT_BYTES, MAX_LINE_BYTES, iter_frames
 from ._token import checked_token
 from ._wire import (
     PROTOCOL_VERSION,
@@ -81,13 +82,16 @@ class AttachClient:
         token: str | None = None,
         http_client: httpx.AsyncClient | None = None,
         max_line_bytes: int = MAX_LINE_BYTES,
+        max_event_bytes: int = MAX_EVENT_BYTES,
     ) -> None:
         self.base_url = checked_base_url(base_url, "attach")
         self._token = checked_token(token, "token=", "attach")
         self._owns_http = http_client is None
         self._http = http_client if http_client is not None else make_http_client(transport)
         self._max_line_bytes = max_line_bytes
-        read: dict[str, str] = {}
+        self._max_event_bytes = max_event_bytes
+        # JSON answers may come compressed (inflated in bounded steps); see events().
+        read: dict[str, str] = {"Accept-Encoding": ACCEPT_ENCODING}
         if self._token:
             read["Authorization"] = f"Bearer {self._token}"
         self._read_headers = read
@@ -216,6 +220,9 @@ class AttachClient:
             headers={
                 **self._read_headers,
                 "Accept": "text/event-stream",
+                # Compressing an event stream saves nothing and turns each read
+                # into an unbounded inflate: ask for it plain.
+                "Accept-Encoding": "identity",
                 _VERSION_HEADER: PROTOCOL_VERSION,
             },
             params=[("since", str(since))] if since is not None else None,
@@ -223,13 +230,26 @@ class AttachClient:
         )
         response = await self._open(request)
         try:
+            kind = response.headers.get("content-type", "")
+            if kind.split(";", 1)[0].strip().lower() != "text/event-stream":
+                shown = kind[:60] or "none"
+                raise ProtocolError(
+                    f"attach: GET {response.url.path} on {response.url.host!r} answered "
+                    f"{response.status_code} with content type {shown!r}, not an event stream; "
+                    "is that URL an attach-mode daemon?"
+                )
             theirs = response.headers.get(_VERSION_HEADER)
             if theirs and _major(theirs) != _major(PROTOCOL_VERSION):
                 raise ProtocolError(
                     f"attach: {self.base_url} speaks protocol {theirs}, this SDK speaks "
                     f"{PROTOCOL_VERSION}; use an SDK release for major version {_major(theirs)}"
                 )
-            frames = iter_frames(response, max_line_bytes=self._max_line_bytes, types=types)
+            frames = iter_frames(
+                response,
+                max_line_bytes=self._max_line_bytes,
+                max_event_bytes=self._max_event_bytes,
+                types=types,
+            )
             try:
                 yield frames
             finally:

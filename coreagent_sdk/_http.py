@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from ._inflate import body_chunks
 from ._scrub import install_log_filter, scrub_chain, server_text, slack
 from .errors import CoreAgentError, ProtocolError, TransportFailure, status_error_class
 
@@ -46,10 +47,10 @@ def make_http_client(transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncC
 
 
 async def read_bounded(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
-    """Up to `limit` bytes of a streamed body, and whether there was more."""
+    """Up to `limit` bytes of a streamed (inflated if need be) body, and whether there was more."""
     chunks: list[bytes] = []
     size = 0
-    async for chunk in response.aiter_bytes():
+    async for chunk in body_chunks(response):
         chunks.append(chunk)
         size += len(chunk)
         if size > limit:

@@ -39,6 +39,7 @@ SDK = {
     "HubDirectory",
     "Inbox",
     "InjectResult",
+    "MAX_EVENT_BYTES",
     "MAX_LINE_BYTES",
     "MAX_TIMEOUT",
     "ModelDefaults",

@@ -62,3 +62,63 @@ async def test_a_multibyte_character_split_across_chunks_survives() -> None:
     body = 'event: wake\ndata: {"at": "é€"}\n\n'.encode()
     frames = [f async for f in iter_frames(stream_of(*(bytes([b]) for b in body)))]
     assert frames == [Wake(at="é€")]
+
+
+# --- the decoder against arbitrary bytes (hypothesis) ------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from coreagent_sdk._sse import EventDecoder  # noqa: E402
+
+_SSE_BYTES = st.lists(
+    st.sampled_from(
+        [
+            b"data: ",
+            b"event: agent",
+            b"event:x",
+            b":c",
+            b"\n",
+            b"\r",
+            b"\r\n",
+            b"\n\n",
+            b"id: 1",
+            b"{}",
+            b'{"at":"1"}',
+            b"\xef\xbb\xbf",
+            b"\xc3\xa9",
+            b"\xff",
+            b"data",
+            b" ",
+        ]
+    )
+    | st.binary(max_size=12),
+    max_size=40,
+).map(b"".join)
+
+
+def _decode_all(chunks: list[bytes], limit: int = 1 << 20) -> list[tuple[str, str]]:
+    decoder = EventDecoder(limit, limit)
+    return [pair for chunk in chunks for pair in decoder.feed(chunk)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(body=_SSE_BYTES, cuts=st.lists(st.integers(min_value=0, max_value=500), max_size=8))
+def test_any_bytes_split_anywhere_decode_to_the_same_events(body: bytes, cuts: list[int]) -> None:
+    points = sorted({c % (len(body) + 1) for c in cuts})
+    pieces = [body[a:b] for a, b in zip([0, *points], [*points, len(body)], strict=True)]
+    assert _decode_all(pieces) == _decode_all([body])
+
+
+@settings(max_examples=100, deadline=None)
+@given(body=st.binary(max_size=400), size=st.integers(min_value=1, max_value=50))
+def test_any_bytes_decode_or_fail_typed_only_past_the_bound(body: bytes, size: int) -> None:
+    decoder = EventDecoder(64, 64)
+    fed = 0
+    try:
+        for i in range(0, len(body), size):
+            fed += len(body[i : i + size])
+            for _, data in decoder.feed(body[i : i + size]):
+                assert len(data.encode()) <= 64
+    except FrameTooLargeError:
+        assert fed > 64
