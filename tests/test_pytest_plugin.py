@@ -28,10 +28,44 @@ def test_a_users_test_gets_a_simulated_fleet_in_one_line(pytester: pytest.Pytest
 
 def test_the_plugin_does_not_import_the_simulator_until_the_fixture_is_used() -> None:
     code = (
-        "import sys, simulator.pytest_plugin; "
-        "print('simulator._fleet' in sys.modules, 'starlette' in sys.modules)"
+        "import sys, coreagent_sdk.pytest_plugin; "
+        "print('simulator' in sys.modules, 'starlette' in sys.modules)"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True
     )
     assert done.stdout.split() == ["False", "False"]
+
+
+THEIR_TESTS = """
+def test_without_the_fixture():
+    import simulator
+    assert simulator.THEIRS
+
+
+def test_with_the_fixture(fleet):
+    raise AssertionError("unreachable: the fixture fails first")
+"""
+
+
+def test_a_project_with_its_own_simulator_package_still_runs_pytest(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.mkpydir("simulator").joinpath("__init__.py").write_text("THEIRS = True\n")
+    pytester.makepyfile(test_theirs=THEIR_TESTS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*the name `simulator` is another package here*Rename your own `simulator` "
+            "package, or drop this fixture with `-p no:coreagent_simulator`*"
+        ]
+    )
+    assert "ModuleNotFoundError" not in result.stdout.str() + result.stderr.str()
+
+
+def test_the_plugin_is_registered_from_the_sdk_not_from_the_simulator() -> None:
+    from importlib.metadata import entry_points
+
+    (plugin,) = [e for e in entry_points(group="pytest11") if e.name == "coreagent_simulator"]
+    assert plugin.value == "coreagent_sdk.pytest_plugin"
