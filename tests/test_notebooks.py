@@ -1,0 +1,139 @@
+"""The notebooks run top to bottom in a real Jupyter kernel, quickly, and dial only loopback.
+
+Each notebook is executed by nbclient in a fresh ipykernel (the `notebooks`
+extra, part of `dev`). A first cell, added here and not saved, installs an
+audit hook in the kernel that records every address the kernel's Python
+code resolves or connects to and refuses anything but loopback before the
+socket is touched; a last cell reports what it saw.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
+KERNEL = "coreagent-sdk-tests"
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+GUARD = f"""
+import sys as _sys
+
+_dialed = []
+
+
+def _loopback_only(event, args):
+    if event == "socket.connect":
+        address = args[1]
+        host = address[0] if isinstance(address, tuple) else None
+    elif event == "socket.getaddrinfo":
+        host = args[0]
+    else:
+        return
+    if host is None:
+        return  # a local (AF_UNIX) socket or a wildcard lookup
+    host = host.decode() if isinstance(host, bytes) else str(host)
+    _dialed.append(host)
+    if host not in {LOOPBACK!r}:
+        raise OSError(f"notebook test: refused to reach {{host!r}}: loopback only")
+
+
+_sys.addaudithook(_loopback_only)
+"""
+
+REPORT = """
+import json as _json
+print("DIALED=" + _json.dumps(sorted(set(_dialed))))
+"""
+
+
+@pytest.fixture(scope="module")
+def kernel_name(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A kernelspec of our own that runs this interpreter, whatever else is installed."""
+    root = tmp_path_factory.mktemp("jupyter")
+    spec = root / "kernels" / KERNEL
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "coreagent-sdk tests",
+                "language": "python",
+            }
+        )
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("JUPYTER_PATH", str(root))
+        patch.setenv("JUPYTER_PLATFORM_DIRS", "1")  # the future default; no migration warning
+        yield KERNEL
+
+
+def test_there_are_three_notebooks() -> None:
+    assert [p.name for p in NOTEBOOKS] == [
+        "01_delegation.ipynb",
+        "02_truncation.ipynb",
+        "03_eviction.ipynb",
+    ]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_each_notebook_is_committed_without_outputs_and_opens_with_what_it_shows(
+    path: Path,
+) -> None:
+    notebook = nbformat.read(path, as_version=4)
+    nbformat.validate(notebook)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, cell.source[:60]
+    first = notebook.cells[0]
+    assert first.cell_type == "markdown" and first.source.startswith("# ")
+    assert "This notebook shows" in first.source
+
+
+def test_the_delegation_notebook_makes_a_sync_call_in_a_cell() -> None:
+    notebook = nbformat.read(NOTEBOOKS[0], as_version=4)
+    sources = [c.source for c in notebook.cells if c.cell_type == "code"]
+    assert any("= call_peer(peer=" in s and "await" not in s for s in sources)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_each_notebook_runs_top_to_bottom_in_a_kernel_in_under_a_minute(
+    path: Path, kernel_name: str
+) -> None:
+    notebook = nbformat.read(path, as_version=4)
+    notebook.cells.insert(0, nbformat.v4.new_code_cell(GUARD))
+    notebook.cells.append(nbformat.v4.new_code_cell(REPORT))
+    client = nbclient.NotebookClient(
+        notebook,
+        timeout=60,  # per cell; the whole notebook is checked below
+        kernel_name=kernel_name,
+        resources={"metadata": {"path": str(path.parent)}},
+    )
+    started = time.perf_counter()
+    client.execute()  # raises CellExecutionError on the first failing cell
+    took = time.perf_counter() - started
+    assert took < 60, f"{path.name} took {took:.1f} s"
+    errors = [
+        o
+        for c in notebook.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if o.output_type == "error"
+    ]
+    assert errors == []
+    report = "".join(
+        o.get("text", "") for o in notebook.cells[-1].outputs if o.output_type == "stream"
+    )
+    dialed = json.loads(report.split("DIALED=", 1)[1])
+    assert set(dialed) <= set(LOOPBACK), dialed
+    if path.stem == "01_delegation":
+        assert dialed == ["127.0.0.1"]  # it served the fleet on loopback: the hook saw that
