@@ -8,7 +8,8 @@ without OpenTelemetry. How each rule holds it:
   the cost of one global read, and the package is never imported.
 - With it, spans come from the global tracer provider (as OpenTelemetry's
   own instrumentations do): configure one (`trace.set_tracer_provider`) to
-  record; without one the spans are non-recording and nothing is sent on.
+  record. Without one, and without a current span to continue, a call makes
+  no span and sends no header.
 - A `CallPeer` call is an `invoke_agent {peer}` span of kind CLIENT (the
   generative-AI agent conventions' "invoke agent client span"), current
   while the call runs, so `AttachClient.inject` sends its context as W3C
@@ -124,9 +125,16 @@ def _outcome(exc: BaseException) -> str:
     }.get(name, "error")
 
 
+def _idle(trace: Any) -> bool:
+    """No provider is configured and no span is current: a span could record nothing."""
+    return isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider) and not (
+        trace.get_current_span().get_span_context().is_valid
+    )
+
+
 def call_span(tool: str, peer: str) -> CallSpan | None:
-    """A client span for one call, or None when OpenTelemetry is not installed."""
-    if not AVAILABLE:
+    """A client span for one call; None without OpenTelemetry, or with nothing to record."""
+    if not AVAILABLE or _idle(_modules().trace):
         return None
     return CallSpan(tool, peer)
 
@@ -135,6 +143,9 @@ def trace_headers() -> dict[str, str] | None:
     """`traceparent` (and `tracestate`) of the current span, or None when there is none."""
     if not AVAILABLE:
         return None
+    trace = _modules().trace
+    if not trace.get_current_span().get_span_context().is_valid:
+        return None  # nothing to continue: send no header
     carrier: dict[str, str] = {}
     _modules().propagate.inject(carrier)
     picked = {k: v for k, v in carrier.items() if k in _HEADERS}
@@ -154,7 +165,7 @@ def turn_span(
     agent: str, carrier: Mapping[str, str] | None, attributes: Mapping[str, Any]
 ) -> Iterator[None]:
     """Run a daemon's turn inside an `invoke_agent {agent}` span, child of `carrier`'s context."""
-    if not AVAILABLE:
+    if not AVAILABLE or (not carrier and _idle(_modules().trace)):
         yield
         return
     otel = _modules()

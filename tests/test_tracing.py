@@ -144,17 +144,22 @@ async def test_spans_carry_neither_the_prompt_the_answer_nor_the_token(
     assert token not in dumped and "secret prompt text" not in dumped
 
 
-def test_without_opentelemetry_nothing_is_imported_and_no_header_is_sent() -> None:
-    # A fresh interpreter where `opentelemetry` cannot be found, as a plain install.
-    code = """
+@pytest.mark.parametrize("install", ["without the extra", "without a tracer provider"])
+def test_with_nothing_to_record_no_header_is_sent_and_without_the_extra_nothing_imported(
+    install: str,
+) -> None:
+    # A fresh interpreter: opentelemetry hidden (a plain install), or present but unconfigured.
+    hidden = install == "without the extra"
+    code = f"""
 import sys, asyncio, importlib.util
 real = importlib.util.find_spec
 def hide(name, *a):
     return None if name.startswith("opentelemetry") else real(name, *a)
-importlib.util.find_spec = hide
+if {hidden}:
+    importlib.util.find_spec = hide
 from simulator import Fleet, behaviors
 from coreagent_sdk import _tracing
-assert _tracing.AVAILABLE is False
+assert _tracing.AVAILABLE is (not {hidden})
 seen = []
 async def main():
     fleet = Fleet()
@@ -165,7 +170,7 @@ async def main():
     original = daemon.app
     async def spy(scope, receive, send):
         if scope["path"].endswith("/inject"):
-            seen.append({k.decode(): v for k, v in scope["headers"]})
+            seen.append({{k.decode(): v for k, v in scope["headers"]}})
         await original(scope, receive, send)
     from coreagent_sdk import ASGITransport
     fleet.transport.mount("p.sim", ASGITransport(spy))
@@ -174,8 +179,8 @@ async def main():
     await fleet.aclose()
 asyncio.run(main())
 assert seen and "traceparent" not in seen[0], seen
-assert not any(m.startswith("opentelemetry") for m in sys.modules), sorted(
-    m for m in sys.modules if m.startswith("opentelemetry"))
+imported = sorted(m for m in sys.modules if m.startswith("opentelemetry"))
+assert not ({hidden} and imported), imported
 print("clean")
 """
     out = subprocess.run(
