@@ -215,7 +215,7 @@ class InjectResult:
 
     injected: str
     session: str
-    woke: bool = False
+    woke: bool = True
     prompt_id: str | None = None
 
     @classmethod
@@ -223,7 +223,8 @@ class InjectResult:
         return cls(
             injected=d.get("injected", ""),
             session=_req(d, "session", "inject answer"),
-            woke=bool(d.get("woke", False)),
+            # A daemon that predates `wake` leaves `woke` out and always wakes.
+            woke=bool(d.get("woke", True)),
             prompt_id=d.get("prompt_id"),
         )
 

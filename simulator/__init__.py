@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ._daemon import Daemon
     from ._faults import Faults
     from ._fleet import Fleet, ServedFleet
+    from ._ratelimit import SessionRateLimit
     from ._registry import DEFAULT_TTL, MAX_TTL, Identity, PeerRegistry
     from ._roster import RosterEntry
     from ._runtime import (
@@ -44,6 +45,7 @@ _WHERE = {
     "PeerRegistry": "._registry",
     "RosterEntry": "._roster",
     "ServedFleet": "._fleet",
+    "SessionRateLimit": "._ratelimit",
     "SimulatedBuildError": "._runtime",
     "SimulatedBuilder": "._runtime",
     "SimulatedConfigLoader": "._runtime",

@@ -3,8 +3,9 @@
 A behaviour is an async function of a `Turn`. It speaks through the turn
 (`say`, `narrate`, `chunk`, `tool_call`, `tool_result`, `error`), and the
 daemon turns each call into frames of the exact wire shapes. The daemon
-wraps every turn in `inbox` frames, the echoed user event, and after the
-behaviour returns `turn-complete` and `usage-update`.
+wraps every turn in `inbox` frames, a `status-update` streaming, the echoed
+user event, and after the behaviour returns `turn-complete`, `usage-update`
+and a `status-update` idle.
 """
 
 from __future__ import annotations
@@ -66,16 +67,31 @@ def _now() -> str:
 
 
 class Turn:
-    """One prompt being answered by a simulated agent."""
+    """One turn of a simulated agent: the messages it drained from the inbox, and its answer.
+
+    ``prompt`` is the text the model sees: the message itself, or, when several
+    queued messages drain into one turn, an ``[Inbox]`` block with one
+    ``- message`` line each (``messages`` keeps them apart). ``prompt_id`` is
+    the turn's own id, minted at turn start as a daemon does; it is not the id
+    any inject answered with.
+    """
 
     def __init__(
-        self, session: _Session, *, agent: str, prompt: str, prompt_id: str, invocation_id: str
+        self,
+        session: _Session,
+        *,
+        agent: str,
+        prompt: str,
+        prompt_id: str,
+        invocation_id: str,
+        messages: Sequence[str] = (),
     ) -> None:
         self._session = session
         self.agent = agent
         self.prompt = prompt
         self.prompt_id = prompt_id
         self.invocation_id = invocation_id
+        self.messages = tuple(messages) if messages else (prompt,)
         self.tokens_out = 0
 
     @property

@@ -1,9 +1,15 @@
 """The ASGI app of one simulated daemon (and, with a registry, of a hub).
 
-It answers with the status codes and shapes of `protocol.md`: 201/400/401/
-404/409/413/415/501 where a real daemon does, SSE frames written exactly
-`event: X\\ndata: {json}\\n\\n`, `capabilities` first, then a status snapshot,
-then live frames to the subscribers connected at the time.
+It answers with the status codes and shapes of `protocol.md`: 201/204/400/
+401/403/404/409/415/429/501 where a real daemon does, SSE frames written
+exactly `event: X\\ndata: {json}\\n\\n`, `capabilities` first, then a status
+snapshot, the replayed log, then live frames to the subscribers connected at
+the time.
+
+Memory is bounded as a daemon's is: a session keeps the newest
+`REPLAY_WINDOW` events, a session idle for `session_idle_timeout` is evicted
+(one with a running turn is never idle), and `DELETE` frees a session at
+once. Bodies are counted while they are read and refused past their cap.
 """
 
 from __future__ import annotations
@@ -11,9 +17,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import re
 import secrets
 import time
+import uuid
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,15 +36,25 @@ from coreagent_sdk._wire import AgentEvent, AgentFrame, Content, Part, encode_ss
 
 from ._agents import Behavior, Turn, TurnAbandoned, TurnFailed, echo
 from ._faults import FaultInjector, Faults, StreamAborted
+from ._ratelimit import SessionRateLimit, SessionRateLimiter
 from ._registry import ANONYMOUS, Identity, PeerRegistry, RegistryError, rfc3339
 
-__all__ = ["MAX_INJECT_BYTES", "MAX_REGISTER_BYTES", "Daemon"]
+__all__ = [
+    "DEFAULT_SESSION_IDLE_TIMEOUT",
+    "MAX_INJECT_BYTES",
+    "MAX_REGISTER_BYTES",
+    "REPLAY_WINDOW",
+    "STARTUP_SESSION",
+    "Daemon",
+]
 
 MAX_INJECT_BYTES = 8 * 1024
 MAX_REGISTER_BYTES = 16 * 1024
+REPLAY_WINDOW = 5_000  # the daemon's maxReplayEvents: newest events a session keeps
+DEFAULT_SESSION_IDLE_TIMEOUT = 24 * 3600.0  # the daemon's session_idle_timeout
+STARTUP_SESSION = "default"  # the session a daemon starts with; it cannot be deleted
 SUBSCRIBER_QUEUE_LIMIT = 10_000  # a consumer this far behind is dropped, as a daemon would
 _VERSION_HEADER = "x-attach-protocol-version"
-_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
 _EVENT_TYPES = (
     "status-update",
     "usage-update",
@@ -65,10 +82,11 @@ class _Session:
         self.session_id = session_id
         self.user = user
         self.seq = 0
-        self.log: list[tuple[int, bytes]] = []
+        # Only the newest REPLAY_WINDOW events are kept: a daemon replays no more.
+        self.log: deque[tuple[int, bytes]] = deque(maxlen=REPLAY_WINDOW)
         self.subscribers: set[asyncio.Queue[bytes | None]] = set()
         self.trace_context: dict[str, str] | None = None  # traceparent of the last inject
-        self.inbox: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        self.inbox: list[tuple[str, str]] = []
         self.worker: asyncio.Task[None] | None = None
         self.busy = False
         self.last_touched = daemon.clock.now()
@@ -78,7 +96,11 @@ class _Session:
 
     # --- frames -----------------------------------------------------------
 
+    def touch(self) -> None:
+        self.last_touched = self.daemon.clock.now()
+
     def _fanout(self, frame: bytes) -> None:
+        self.touch()
         for queue in list(self.subscribers):
             if queue.qsize() >= SUBSCRIBER_QUEUE_LIMIT:
                 self.subscribers.discard(queue)
@@ -112,35 +134,49 @@ class _Session:
 
     # --- turns ------------------------------------------------------------
 
-    def enqueue(self, message: str) -> str:
-        prompt_id = f"p-{secrets.token_hex(8)}"
-        self.last_touched = self.daemon.clock.now()
+    def enqueue(self, message: str, wake: bool = True) -> str:
+        """Queue `message`; with `wake`, start draining the inbox. Returns the entry's id."""
+        prompt_id = str(uuid.uuid4())
         self.publish(
             "inbox", {"state": "queued", "prompt_id": prompt_id, "queued_at": rfc3339(time.time())}
         )
-        self.inbox.put_nowait((prompt_id, message))
-        if self.worker is None or self.worker.done():
+        self.inbox.append((prompt_id, message))
+        if wake:
+            self.wake()
+        return prompt_id
+
+    def wake(self) -> None:
+        if self.inbox and (self.worker is None or self.worker.done()):
             self.worker = asyncio.get_running_loop().create_task(self._work())
             self.daemon._tasks.add(self.worker)
             self.worker.add_done_callback(self.daemon._tasks.discard)
-        return prompt_id
 
     async def _work(self) -> None:
-        while not self.inbox.empty():
-            prompt_id, message = self.inbox.get_nowait()
+        while self.inbox:
+            # Everything queued by now drains into one turn, as on a daemon.
+            drained, self.inbox = self.inbox, []
             self.busy = True
             try:
-                await self._turn(prompt_id, message)
+                await self._turn(drained)
             finally:
                 self.busy = False
+                self.touch()
+                self.daemon.may_idle_from(self.last_touched)
 
-    async def _turn(self, prompt_id: str, message: str) -> None:
+    async def _turn(self, drained: list[tuple[str, str]]) -> None:
         started = time.perf_counter()
-        self.publish("inbox", {"state": "dequeued", "prompt_id": prompt_id})
+        for entry_id, _ in drained:
+            self.publish("inbox", {"state": "dequeued", "prompt_id": entry_id})
+        messages = [m for _, m in drained]
+        prompt = messages[0] if len(messages) == 1 else inbox_block(messages)
+        # The turn's own id, minted now: not the id any inject answered with.
+        prompt_id = str(uuid.uuid4())
+        model = self.daemon.model
+        self.publish("status-update", {"model": model, "turn_state": "streaming"})
         invocation = f"inv-{secrets.token_hex(4)}"
         self.publish_agent(
             AgentEvent(
-                content=Content(role="user", parts=(Part(text=message),)),
+                content=Content(role="user", parts=(Part(text=prompt),)),
                 id=f"u-{self.seq + 1}",
                 timestamp=rfc3339(time.time()),
                 invocation_id=invocation,
@@ -150,15 +186,22 @@ class _Session:
         turn = Turn(
             self,
             agent=self.daemon.name,
-            prompt=message,
+            prompt=prompt,
             prompt_id=prompt_id,
             invocation_id=invocation,
+            messages=messages,
         )
+        try:
+            await self._run(turn, prompt, started)
+        finally:
+            self.publish("status-update", {"turn_state": "idle"})
+
+    async def _run(self, turn: Turn, prompt: str, started: float) -> None:
         try:
             with turn_span(
                 self.daemon.name,
                 self.trace_context,
-                {"gen_ai.conversation.id": self.session_id, "coreagent.prompt_id": prompt_id},
+                {"gen_ai.conversation.id": self.session_id, "coreagent.prompt_id": turn.prompt_id},
             ):
                 await self.daemon.behavior(turn)
         except (TurnFailed, TurnAbandoned):
@@ -169,40 +212,85 @@ class _Session:
                 {"kind": "unknown", "message": f"behaviour raised {exc!r}", "retryable": False},
             )
             return
-        tokens_in = max(1, len(message) // 4)
+        tokens_in = max(1, len(prompt) // 4)
         self.tokens_in += tokens_in
         self.tokens_out += turn.tokens_out
         self.turns += 1
+        # No cost_usd: the daemon leaves it out and the next usage-update carries cost.
         self.publish(
             "turn-complete",
             {
-                "prompt_id": prompt_id,
+                "prompt_id": turn.prompt_id,
                 "model": self.daemon.model,
                 "tokens_in": tokens_in,
                 "tokens_out": turn.tokens_out,
-                "cost_usd": 0.0,
                 "latency_ms": int((time.perf_counter() - started) * 1000),
             },
         )
-        self.publish(
-            "usage-update",
-            {
-                "tokens_in_total": self.tokens_in,
-                "tokens_out_total": self.tokens_out,
-                "cost_usd_total": 0.0,
-                "turns_total": self.turns,
-            },
-        )
+        self.publish("usage-update", self.usage())
+
+    def usage(self) -> dict[str, Any]:
+        return {
+            "tokens_in_total": self.tokens_in,
+            "tokens_out_total": self.tokens_out,
+            "cost_usd_total": 0.0,
+            "turns_total": self.turns,
+        }
+
+    async def close(self) -> None:
+        """Free the session: stop its turn and end its streams."""
+        self.drop_streams()
+        self.inbox.clear()
+        worker, self.worker = self.worker, None
+        if worker is not None and not worker.done():
+            worker.cancel()
+            await asyncio.gather(worker, return_exceptions=True)
+        self.log.clear()
 
     def row(self) -> dict[str, Any]:
         return {
             "app": self.app,
             "user": self.user,
             "sessionID": self.session_id,
-            "has_event_log": bool(self.log),
-            "status": "active" if self.busy else "idle",
+            # Every session in memory is active and has an event log, on a daemon too.
+            "has_event_log": True,
+            "status": "active",
             "last_touched_at": rfc3339(self.last_touched),
         }
+
+
+def inbox_block(messages: list[str]) -> str:
+    """Several queued messages as the model sees them in one turn."""
+    return "[Inbox]\n" + "\n".join(f"- {m}" for m in messages)
+
+
+def parse_since(raw: str | None) -> int:
+    """`?since=`: a missing, invalid or negative cursor means 0, the whole log.
+
+    Pins core-agent `pkg/attach/handlers.go` `parseSince`.
+    """
+    text = (raw or "").strip()
+    if "_" in text:  # Python's int() accepts digit separators; Go's ParseInt does not
+        return 0
+    try:
+        since = int(text)
+    except ValueError:
+        return 0
+    return max(since, 0)
+
+
+def protocol_major(version: str) -> int | None:
+    """The leading integer of a declared version (`1`, `v1`, `1.4.0-rc.1`), None without one.
+
+    Pins core-agent `pkg/attach/protocol.go` `protocolMajor`.
+    """
+    v = version.strip()
+    v = v[1:] if v.startswith("v") else v
+    for i, c in enumerate(v):
+        if c in ".-+":
+            v = v[:i]
+            break
+    return int(v) if v.isascii() and v.isdigit() else None
 
 
 class _EventsEndpoint:
@@ -215,37 +303,16 @@ class _EventsEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         daemon = self.daemon
-        declared = request.headers.get(_VERSION_HEADER)
-        version_headers = {"X-Attach-Protocol-Version": PROTOCOL_VERSION}
-        if declared is not None:
-            if not _VERSION_RE.match(declared):
-                await _text(400, f"malformed protocol version {declared!r}", version_headers)(
-                    scope, receive, send
-                )
-                return
-            if declared.split(".")[0] != PROTOCOL_VERSION.split(".")[0]:
-                await _text(
-                    409,
-                    f"protocol version {declared} is not compatible with {PROTOCOL_VERSION}",
-                    version_headers,
-                )(scope, receive, send)
-                return
+        # The session is looked up first: an unknown one is 404 whatever the version says.
         session = daemon.find_session(request)
         if session is None:
             await _text(404, "session not found")(scope, receive, send)
             return
-        since_raw = request.query_params.get("since")
-        since: int | None = None
-        if since_raw is not None:
-            try:
-                since = int(since_raw)
-                if since < 0:
-                    raise ValueError
-            except ValueError:
-                await _text(400, f"since must be a non-negative integer, got {since_raw!r}")(
-                    scope, receive, send
-                )
-                return
+        refused = negotiate_version(request)
+        if refused is not None:
+            await refused(scope, receive, send)
+            return
+        since = parse_since(request.query_params.get("since"))
         queue = session.subscribe()
         watcher = asyncio.get_running_loop().create_task(self._watch_disconnect(receive, queue))
         faults = daemon.faults
@@ -257,17 +324,19 @@ class _EventsEndpoint:
                     "status": 200,
                     "headers": [
                         (b"content-type", b"text/event-stream"),
-                        (b"cache-control", b"no-store"),
+                        (b"cache-control", b"no-cache"),
+                        (b"x-accel-buffering", b"no"),
                         (b"x-attach-protocol-version", PROTOCOL_VERSION.encode()),
                     ],
                 }
             )
-            opening = [daemon.capabilities_frame(request), daemon.status_frame()]
-            if since is not None:
-                opening.extend(data for seq, data in session.log if seq > since)
-            pending: list[bytes | None] = list(opening)
+            opening = [daemon.capabilities_frame(request), daemon.status_frame(session)]
+            if session.turns:
+                opening.append(encode_sse("usage-update", session.usage()))
+            opening.extend(data for seq, data in session.log if seq > since)
+            pending: deque[bytes | None] = deque(opening)
             while True:
-                data = pending.pop(0) if pending else await queue.get()
+                data = pending.popleft() if pending else await queue.get()
                 if data is _CLOSE:
                     break
                 if faults.malformed_frames:
@@ -296,6 +365,56 @@ class _EventsEndpoint:
                 return
 
 
+def negotiate_version(request: Request) -> Response | None:
+    """400 for a declared version without a leading integer, 409 for another major.
+
+    The query (`?protocol=`) is read before the header. Pins core-agent
+    `pkg/attach/protocol.go` `negotiateProtocolVersion` and `clientProtocolVersion`.
+    """
+    declared = request.query_params.get("protocol", "").strip()
+    if not declared:
+        declared = request.headers.get(_VERSION_HEADER, "").strip()
+    if not declared:
+        return None
+    headers = {"X-Attach-Protocol-Version": PROTOCOL_VERSION}
+    theirs, ours = protocol_major(declared), protocol_major(PROTOCOL_VERSION)
+    if theirs is None:
+        return _text(
+            400,
+            f"malformed protocol version {_q(declared)} (expected semver like "
+            f"{_q(PROTOCOL_VERSION)})",
+            headers,
+        )
+    if theirs != ours:
+        return _text(
+            409,
+            f"protocol version mismatch: client speaks {_q(declared)} (major {theirs}), server "
+            f"speaks {_q(PROTOCOL_VERSION)} (major {ours}); upgrade the client or connect to a "
+            "compatible daemon",
+            headers,
+        )
+    return None
+
+
+def _q(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+async def read_capped(request: Request, limit: int) -> bytes | Response:
+    """The body, counted while it is read: past `limit` the rest is never read (400).
+
+    Pins Go's `http.MaxBytesReader` as core-agent `pkg/attach/handlers.go` `readJSON` uses it.
+    """
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return _text(400, f"request body too large (max {limit} bytes)")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 class _Guard:
     """Auth and the JSON content type, checked once in front of every route."""
 
@@ -316,8 +435,14 @@ class Daemon:
     """One simulated core-agent daemon; a hub when it has a `registry`.
 
     ``tokens`` maps bearer tokens to identities; None is an open daemon that
-    accepts anonymous callers (and redacts nothing). ``multi_session=False``
-    answers 501 to `POST /sessions`, as a daemon without a session factory.
+    accepts anonymous callers (and redacts nothing). With tokens, a caller sees
+    only its own sessions (an admin sees all). ``multi_session=False`` answers
+    501 to `POST /sessions`, as a daemon without a session factory; every
+    daemon has its startup session, `default`. ``session_rate_limit`` limits
+    `POST /sessions` per caller (None: off; `SessionRateLimit()`: the daemon's
+    defaults). ``session_idle_timeout`` evicts sessions idle that long (seconds;
+    0 disables). ``refuse_foreign_reregistration`` makes a hub refuse (403) a
+    registration of a name another identity owns; a real hub does not.
     """
 
     def __init__(
@@ -333,7 +458,20 @@ class Daemon:
         app_name: str = "core-agent",
         model: str = "sim-model",
         provider: str = "sim",
+        session_rate_limit: SessionRateLimit | None = None,
+        session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT,
+        refuse_foreign_reregistration: bool = False,
     ) -> None:
+        if (
+            isinstance(session_idle_timeout, bool)
+            or not isinstance(session_idle_timeout, (int, float))
+            or not session_idle_timeout >= 0
+        ):
+            raise ValueError(
+                f"simulator: session_idle_timeout must be seconds >= 0 (0 disables eviction), "
+                f"got {session_idle_timeout!r}; the daemon's default is "
+                f"{DEFAULT_SESSION_IDLE_TIMEOUT:g}"
+            )
         self.name = name
         self.behavior: Behavior = behavior if behavior is not None else echo()
         self.multi_session = multi_session
@@ -344,20 +482,32 @@ class Daemon:
         self.app_name = app_name
         self.model = model
         self.provider = provider
+        self.session_idle_timeout = float(session_idle_timeout)
+        self.refuse_foreign_reregistration = refuse_foreign_reregistration
+        self.rate_limiter = (
+            SessionRateLimiter(session_rate_limit, self.clock)
+            if session_rate_limit is not None
+            else None
+        )
         self.sessions: dict[str, _Session] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
         self._listings: dict[tuple[str, tuple[tuple[str, str], ...]], bytes] = {}
         self._listing_version = -1
+        self._next_sweep = self.clock.now()
+        events = _EventsEndpoint(self)
         routes = [
             Route("/sessions", self._create_session, methods=["POST"]),
             Route("/sessions", self._list_sessions, methods=["GET"]),
-            Route("/sessions/{app}/{sid}/inject", self._inject, methods=["POST"]),
-            Route("/sessions/{sid}/inject", self._inject, methods=["POST"]),
-            Route("/sessions/{app}/{sid}/events", _EventsEndpoint(self), methods=["GET"]),
-            Route("/sessions/{sid}/events", _EventsEndpoint(self), methods=["GET"]),
             Route("/whoami", self._whoami, methods=["GET"]),
         ]
+        for prefix in ("/sessions/{app}/{sid}", "/sessions/{sid}"):
+            routes += [
+                Route(f"{prefix}/inject", self._inject, methods=["POST"]),
+                Route(f"{prefix}/wake", self._wake, methods=["POST"]),
+                Route(f"{prefix}/events", events, methods=["GET"]),
+                Route(prefix, self._delete_session, methods=["DELETE"]),
+            ]
         if registry is not None:  # elsewhere /peers is the router's own 404
             routes += [
                 Route("/peers", self._list_peers, methods=["GET"]),
@@ -366,9 +516,8 @@ class Daemon:
                 Route("/peers/{rid}", self._deregister, methods=["DELETE"]),
             ]
         self.app = FaultInjector(_Guard(Starlette(routes=routes), self), self.faults)
-        if not multi_session:
-            # Without a session factory the daemon still has its one main session.
-            self.sessions["main"] = _Session(self, app_name, "main", ANONYMOUS.name)
+        # Every daemon starts with one session of its own; it is never evicted or deleted.
+        self.sessions[STARTUP_SESSION] = _Session(self, app_name, STARTUP_SESSION, ANONYMOUS.name)
 
     def __repr__(self) -> str:
         kind = "hub" if self.registry is not None else "daemon"
@@ -402,23 +551,65 @@ class Daemon:
         return None if self.tokens is None else self.identify(request)
 
     async def _json_body(self, request: Request, limit: int) -> Any | Response:
-        body = await request.body()
-        if len(body) > limit:
-            return _text(413, f"request body is over {limit} bytes")
+        body = await read_capped(request, limit)
+        if isinstance(body, Response):
+            return body
         if not body.strip():
-            return {}
+            return _text(400, "request body is empty")
         try:
             return json.loads(body)
-        except ValueError:
-            return _text(400, "request body is not valid JSON")
+        except ValueError as exc:
+            return _text(400, f"malformed JSON: {exc}")
+
+    def visible(self, session: _Session, who: Identity | None) -> bool:
+        """With multi-session auth a caller sees only its own sessions (an admin sees all)."""
+        if self.tokens is None or who is None:
+            return True
+        return who.admin or session.user == who.name
 
     def find_session(self, request: Request) -> _Session | None:
+        """The session the path names, if the caller may see it (else None: 404)."""
+        self.sweep()
         sid = request.path_params["sid"]
         session = self.sessions.get(sid)
         app = request.path_params.get("app")
         if session is None or (app is not None and app != session.app):
             return None
+        if not self.visible(session, self.identify(request)):
+            return None
+        session.touch()
         return session
+
+    def sweep(self) -> list[str]:
+        """Evict sessions idle for `session_idle_timeout`; a running turn is never idle.
+
+        Runs when a request looks sessions up, and scans only once the oldest
+        idle session may have lapsed, so it costs nothing per call; returns the
+        ids evicted.
+        """
+        timeout = self.session_idle_timeout
+        now = self.clock.now()
+        if timeout <= 0 or now < self._next_sweep:
+            return []
+        gone: list[str] = []
+        oldest = float("inf")
+        for sid, session in self.sessions.items():
+            if sid == STARTUP_SESSION or session.busy or session.inbox:
+                continue
+            if now - session.last_touched >= timeout:
+                gone.append(sid)
+            else:
+                oldest = min(oldest, session.last_touched)
+        self._next_sweep = oldest + timeout
+        for sid in gone:
+            session = self.sessions.pop(sid)
+            session.drop_streams()
+            session.log.clear()
+        return gone
+
+    def may_idle_from(self, when: float) -> None:
+        """A session may become evictable `session_idle_timeout` after `when`."""
+        self._next_sweep = min(self._next_sweep, when + self.session_idle_timeout)
 
     def capabilities_frame(self, request: Request) -> bytes:
         who = self.identify(request)
@@ -451,30 +642,33 @@ class Daemon:
             payload["caller_id"] = who.name
         return encode_sse("capabilities", payload)
 
-    def status_frame(self) -> bytes:
-        return encode_sse(
-            "status-update",
-            {
-                "model": self.model,
-                "provider": self.provider,
-                "perm_mode": "default",
-                "turn_state": "idle",
-                "context_pct": 0,
-            },
-        )
+    def status_frame(self, session: _Session) -> bytes:
+        # The daemon's boot snapshot carries the model and the turn state only.
+        state = "streaming" if session.busy else "idle"
+        return encode_sse("status-update", {"model": self.model, "turn_state": state})
 
     # --- sessions ---------------------------------------------------------
 
     async def _create_session(self, request: Request) -> Response:
+        who = self.identify(request) or ANONYMOUS
+        if self.rate_limiter is not None:  # checked before the 501, as on a daemon
+            allowed, wait = self.rate_limiter.allow("" if who is ANONYMOUS else who.name)
+            if not allowed:
+                return JSONResponse(
+                    {"error": "rate limited", "retry_after_seconds": wait},
+                    status_code=429,
+                    headers={"Retry-After": str(wait)},
+                )
         if not self.multi_session:
             return _text(
                 501,
                 "multi-session is not enabled: start the daemon with "
                 "attach.multi_session.enabled: true",
             )
-        who = self.identify(request) or ANONYMOUS
+        self.sweep()
         sid = f"s-{next(self._ids):04d}{secrets.token_hex(3)}"
         self.sessions[sid] = _Session(self, self.app_name, sid, who.name)
+        self.may_idle_from(self.clock.now())
         host = request.headers.get("host")
         path = f"/sessions/{self.app_name}/{sid}"
         url = f"{request.url.scheme}://{host}{path}" if host else path
@@ -484,33 +678,71 @@ class Daemon:
         )
 
     async def _list_sessions(self, request: Request) -> Response:
-        return JSONResponse({"sessions": [s.row() for s in self.sessions.values()]})
+        self.sweep()
+        who = self.identify(request)
+        rows = [s.row() for s in self.sessions.values() if self.visible(s, who)]
+        return JSONResponse({"sessions": rows})
 
     async def _inject(self, request: Request) -> Response:
-        body = await self._json_body(request, MAX_INJECT_BYTES)
-        if isinstance(body, Response):
-            return body
+        # The session is looked up before the body is read, as on a daemon.
         session = self.find_session(request)
         if session is None:
             return _text(404, "session not found")
-        message = body.get("message") if isinstance(body, dict) else None
-        if not isinstance(message, str) or not message.strip():
-            return _text(400, "message is required")
+        body = await self._json_body(request, MAX_INJECT_BYTES)
+        if isinstance(body, Response):
+            return body
+        if not isinstance(body, dict):
+            return _text(400, "malformed JSON: the body must be an object")
+        message = body.get("message", "")
+        wake = body.get("wake", True)  # omitted means true
+        if not isinstance(message, str) or not isinstance(wake, bool):
+            return _text(400, "malformed JSON: message must be a string and wake a boolean")
+        if message == "":
+            return _text(400, "inject: message is required")
         session.trace_context = picked_headers(request.headers)  # for the turn's span
-        prompt_id = session.enqueue(message)
+        prompt_id = session.enqueue(message, wake=wake)
         return JSONResponse(
             {
                 "injected": message,
                 "session": session.session_id,
-                "woke": bool(body.get("wake", False)),
+                "woke": wake,
                 "prompt_id": prompt_id,
             }
         )
 
+    async def _wake(self, request: Request) -> Response:
+        session = self.find_session(request)
+        if session is None:
+            return _text(404, "session not found")
+        prompt = ""
+        if int(request.headers.get("content-length") or 0) > 0:
+            body = await self._json_body(request, MAX_INJECT_BYTES)
+            if isinstance(body, Response):
+                return body
+            prompt = body.get("prompt", "") if isinstance(body, dict) else ""
+            if not isinstance(prompt, str):
+                return _text(400, "malformed JSON: prompt must be a string")
+        answer: dict[str, Any] = {"woken": session.session_id, "prompt": prompt}
+        if prompt:
+            answer["prompt_id"] = session.enqueue(prompt, wake=False)
+        session.wake()
+        return JSONResponse(answer)
+
+    async def _delete_session(self, request: Request) -> Response:
+        session = self.find_session(request)
+        if session is None:
+            return _text(404, "session not found")
+        if session.session_id == STARTUP_SESSION:
+            return _text(403, "the daemon's startup session cannot be deleted")
+        self.sessions.pop(session.session_id, None)
+        await session.close()
+        return Response(status_code=204)
+
     async def _whoami(self, request: Request) -> Response:
         who = self.identify(request) or ANONYMOUS
-        source = "none" if who is ANONYMOUS else "bearer"
-        return JSONResponse({"identity": who.name, "admin": who.admin, "source": source})
+        if who is ANONYMOUS:
+            return JSONResponse({"identity": "anon", "source": "anonymous"})
+        return JSONResponse({"identity": who.name, "admin": who.admin, "source": "bearer"})
 
     # --- peers (hub only) -------------------------------------------------
 
@@ -519,9 +751,8 @@ class Daemon:
         labels: dict[str, str] = {}
         for raw in request.query_params.getlist("label"):
             key, sep, value = raw.partition("=")
-            if not sep or not key:
-                return _text(400, f"label filter must be key=value, got {raw!r}")
-            labels[key] = value
+            if sep:  # an item without '=' is skipped, as core-agent's parseLabelFilters does
+                labels[key] = value
         body = self._peer_listing(labels, self._caller(request))
         return Response(body, media_type="application/json")
 
@@ -557,8 +788,17 @@ class Daemon:
         if isinstance(body, Response):
             return body
         if not isinstance(body, dict):
-            return _text(400, "request body must be a JSON object")
+            return _text(400, "malformed JSON: the body must be an object")
         caller = self._caller(request)
+        if self.refuse_foreign_reregistration and caller is not None and not caller.admin:
+            name = body.get("name")
+            held = self.registry.get(name) if isinstance(name, str) else None
+            if held is not None and held.owner != caller.name:
+                return _text(
+                    403,
+                    f"peer name {_q(held.name)} is registered by another identity; this hub "
+                    "refuses re-registration by anyone but its owner or an admin",
+                )
         try:
             entry = self.registry.register(
                 body.get("name"),
@@ -592,7 +832,7 @@ class Daemon:
             session.drop_streams()
 
     async def aclose(self) -> None:
-        """Stop running turns and end every stream."""
+        """Stop running turns and end every stream (sessions stay listed)."""
         self.close_streams()
         tasks = list(self._tasks)
         for task in tasks:

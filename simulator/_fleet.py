@@ -23,9 +23,10 @@ from coreagent_sdk import (
 )
 
 from ._agents import Behavior
-from ._daemon import Daemon
+from ._daemon import DEFAULT_SESSION_IDLE_TIMEOUT, Daemon
 from ._faults import Faults
 from ._fleet_directory import FleetDirectory
+from ._ratelimit import SessionRateLimit
 from ._registry import DEFAULT_TTL, MAX_TTL, Identity, PeerRegistry
 from ._roster import RosterEntry, fleet_html, fleet_roster
 
@@ -73,6 +74,14 @@ class Fleet:
     daemon does (lazily: no task or request runs while the fleet idles), until
     `expire`, `remove_peer` or `aclose`. Tools from `call_peer` close with the
     fleet.
+
+    Fidelity options (see the README's "Where we differ from the daemon"):
+    ``session_rate_limit`` limits `POST /sessions` per caller on every peer
+    (None, the default, is off; `SessionRateLimit()` is the daemon's burst 5,
+    then 10 a minute); ``session_idle_timeout`` evicts sessions idle that long
+    (the daemon's 24 h by default; short values keep long experiments small);
+    ``refuse_foreign_reregistration`` makes the hub refuse a registration of a
+    name another identity owns (a real hub accepts it).
     """
 
     def __init__(
@@ -81,14 +90,26 @@ class Fleet:
         tokens: Mapping[str, Identity | str] | None = None,
         clock: Clock | None = None,
         domain: str = "sim",
+        session_rate_limit: SessionRateLimit | None = None,
+        session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT,
+        refuse_foreign_reregistration: bool = False,
     ) -> None:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.tokens = _identities(tokens)
         self.domain = domain
+        self.session_rate_limit = session_rate_limit
+        self.session_idle_timeout = session_idle_timeout
         self.registry = PeerRegistry(self.clock)
         self.transport = RoutingTransport()
         self.daemons: dict[str, Daemon] = {}
-        self.hub = Daemon(_HUB, registry=self.registry, tokens=self.tokens, clock=self.clock)
+        self.hub = Daemon(
+            _HUB,
+            registry=self.registry,
+            tokens=self.tokens,
+            clock=self.clock,
+            session_idle_timeout=session_idle_timeout,
+            refuse_foreign_reregistration=refuse_foreign_reregistration,
+        )
         self._mount(_HUB, self.hub)
         self._served: ServedFleet | None = None
         self._members: dict[str, _Member] = {}
@@ -126,6 +147,7 @@ class Fleet:
         token: str | None = None,
         ttl: float = DEFAULT_TTL,
         heartbeat: bool = True,
+        session_rate_limit: SessionRateLimit | bool | None = True,
     ) -> Daemon:
         """Start a peer daemon and register it with the hub under `name`.
 
@@ -137,7 +159,8 @@ class Fleet:
         ``heartbeat=False`` adds one that never heartbeats, whose lease lapses
         after ``ttl`` (for lease experiments). ``token`` is the peer's own
         credential on a protected fleet: its registration is owned by that
-        token's identity.
+        token's identity. ``session_rate_limit`` overrides the fleet's for this
+        peer (True: the fleet's; None: off).
         """
         if not isinstance(name, str) or not _NAME.match(name) or name == _HUB:
             raise ValueError(
@@ -160,12 +183,15 @@ class Fleet:
                     "table; add it to Fleet(tokens=...)"
                 )
             owner = identity.name
+        limit = self.session_rate_limit if session_rate_limit is True else session_rate_limit
         daemon = Daemon(
             name,
             behavior=behavior,
             multi_session=multi_session,
             tokens=self.tokens,
             clock=self.clock,
+            session_rate_limit=limit or None,
+            session_idle_timeout=self.session_idle_timeout,
         )
         self._mount(name, daemon)
         self._members[name] = _Member(dict(labels or {}), ttl, owner, bool(heartbeat))

@@ -65,13 +65,13 @@ class CountingEnviron(Mapping[str, str]):
 
 
 def sessions_opened(fleet: Fleet) -> int:
-    """Sessions opened by callers on any peer (a single-session daemon's own `main` excluded)."""
+    """Sessions opened by callers on any peer (each daemon's startup session excluded)."""
     return sum(
         1
         for name, d in fleet.daemons.items()
         if name != "hub"
         for sid in d.sessions
-        if sid != "main"
+        if sid != "default"
     )
 
 
@@ -116,7 +116,11 @@ async def test_every_call_opens_a_fresh_session_on_the_peer(reach) -> None:
     first = await tool.acall(peer="echo", prompt="one")
     second = await tool.acall(peer="echo", prompt="two")
     assert first.session_id != second.session_id
-    assert set(reach.fleet.peer("echo").sessions) == {first.session_id, second.session_id}
+    assert set(reach.fleet.peer("echo").sessions) == {
+        "default",
+        first.session_id,
+        second.session_id,
+    }
     assert (first.response, second.response) == ("one", "two")
 
 

@@ -289,12 +289,13 @@ async def test_a_whole_turn_through_the_streaming_transport() -> None:
         "StatusUpdate",
         "Inbox",
         "Inbox",
+        "StatusUpdate",
         "AgentFrame",
         "AgentFrame",
         "TurnComplete",
         "UsageUpdate",
     ]
-    assert [s.session_id for s in listed] == [session.session_id]
+    assert [s.session_id for s in listed] == ["default", session.session_id]
     await fleet.aclose()
 
 

