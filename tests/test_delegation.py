@@ -186,7 +186,8 @@ async def test_the_delegating_peer_has_its_own_gate_and_byte_cap() -> None:
         "call_peer:allowed); add a pattern such as 'call_peer:secret' to allow it"
     )
     assert "classified" not in result.response
-    assert fleet.peer("secret").sessions == {}  # the gate refused before any network call
+    # The gate refused before any network call: only the startup session exists.
+    assert list(fleet.peer("secret").sessions) == ["default"]
 
 
 async def test_a_fan_out_with_no_matching_peer_fails_its_turn_and_says_which_labels() -> None:
@@ -205,7 +206,7 @@ async def test_a_fan_out_never_asks_more_than_max_peers() -> None:
     async with fleet.call_peer(timeout=5) as tool:
         with pytest.raises(PeerTurnError, match="3 peers match, more than max_peers=2"):
             await tool.acall(peer="lead", prompt="status?")
-    assert all(fleet.peer(f"n{i}").sessions == {} for i in range(3))
+    assert all(list(fleet.peer(f"n{i}").sessions) == ["default"] for i in range(3))
 
 
 def test_delegation_options_are_checked_when_the_behaviour_is_made() -> None:

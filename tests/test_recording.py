@@ -45,7 +45,15 @@ async def test_a_call_peer_recording_holds_the_session_the_inject_and_every_fram
     assert inject.message == "How is prod-1?" and inject.data["session"] == result.session_id
     events = [e.event for e in recording.frames()]
     # Everything the daemon sent up to the answer, including what CallPeer does not parse.
-    assert events[:6] == ["capabilities", "status-update", "inbox", "inbox", "agent", "agent"]
+    assert events[:7] == [
+        "capabilities",
+        "status-update",
+        "inbox",
+        "inbox",
+        "status-update",  # the turn starts streaming
+        "agent",
+        "agent",
+    ]
     texts = [
         e.data["event"]["Content"]["parts"][0].get("text")
         for e in recording.frames()
