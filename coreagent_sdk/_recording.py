@@ -12,7 +12,8 @@ credential. How each rule holds it:
   by `[REDACTED]` wherever it occurs in a recorded string, before the
   recording is stored in memory, so a saved file cannot contain one.
 - What is recorded is bounded: JSON answers up to `MAX_BODY_BYTES`, at most
-  `max_frames` frames a session (the recording then says `truncated`).
+  `max_frames` frames and `max_bytes` of frame data a session (the
+  recording then says `truncated`); `clear()` drops what was recorded.
 - The file is small, versioned and human-readable: JSON lines, a header
   first (`format`, `version`), then one entry a line with its time in
   seconds since the session was opened (or first seen).
@@ -50,6 +51,7 @@ RECORDING_VERSION = 1
 REDACTED = "[REDACTED]"
 MAX_BODY_BYTES = 64 * 1024
 DEFAULT_MAX_FRAMES = 10_000
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 _KINDS = frozenset({"session", "inject", "frame"})
 
 # /sessions (create), /sessions/{app}/{sid}/{inject|events} or /sessions/{sid}/{inject|events}
@@ -205,14 +207,14 @@ def _token_of(request: httpx.Request) -> str | None:
 class _Session:
     """What the recorder knows of one session so far."""
 
-    def __init__(self, host: str, session_id: str, started: float, max_frames: int) -> None:
+    def __init__(self, host: str, session_id: str, started: float) -> None:
         self.host = host
         self.session_id = session_id
         self.started = started
         self.recorded_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.entries: list[RecordingEntry] = []
         self.frames = 0
-        self.max_frames = max_frames
+        self.bytes = 0
         self.truncated = False
 
     def snapshot(self) -> Recording:
@@ -249,15 +251,22 @@ class SessionRecorder:
     """Records the sessions that requests through `wrap(transport)` open, inject and read.
 
     ``secrets`` are strings to scrub beside the bearer tokens the requests
-    carry; ``max_frames`` bounds each session's recording. `recordings`
+    carry; ``max_frames`` and ``max_bytes`` (of frame data) bound each
+    session's recording. `recordings`
     lists one `Recording` per session, in the order they were first seen.
     """
 
     def __init__(
-        self, *, secrets: Iterable[str] = (), max_frames: int = DEFAULT_MAX_FRAMES
+        self,
+        *,
+        secrets: Iterable[str] = (),
+        max_frames: int = DEFAULT_MAX_FRAMES,
+        max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
-        if isinstance(max_frames, bool) or not isinstance(max_frames, int) or max_frames < 1:
-            raise ValueError(f"recording: max_frames must be a positive int, got {max_frames!r}")
+        for name, value in (("max_frames", max_frames), ("max_bytes", max_bytes)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"recording: {name} must be a positive int, got {value!r}")
+        self.max_bytes = max_bytes
         self._secrets: list[str] = [s for s in secrets if isinstance(s, str) and s]
         self.max_frames = max_frames
         self._sessions: dict[tuple[str, str], _Session] = {}
@@ -285,16 +294,21 @@ class SessionRecorder:
         key = (host, session_id)
         found = self._sessions.get(key)
         if found is None:
-            found = _Session(host, session_id, time.perf_counter(), self.max_frames)
+            found = _Session(host, session_id, time.perf_counter())
             self._sessions[key] = found
         return found
 
-    def _add(self, session: _Session, entry: RecordingEntry) -> None:
+    def clear(self) -> None:
+        """Forget every recording so far (a long-lived recorder's memory is its own to bound)."""
+        self._sessions.clear()
+
+    def _add(self, session: _Session, entry: RecordingEntry, size: int = 0) -> None:
         if entry.kind == "frame":
-            if session.frames >= session.max_frames:
+            if session.frames >= self.max_frames or session.bytes + size > self.max_bytes:
                 session.truncated = True
                 return
             session.frames += 1
+            session.bytes += size
         session.entries.append(
             attrs.evolve(
                 entry,
@@ -403,11 +417,14 @@ class _FrameFeed:
         self.text = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def feed(self, chunk: bytes) -> None:
+        if self.session.truncated:
+            return  # over a bound: the rest passes through unread
         for line in self.lines.decode(self.text.decode(chunk)):
             sse = self.events.decode(line)
             if sse is None:
                 continue
-            data = _json_or_none(sse.data.encode())
+            raw = sse.data.encode()
+            data = _json_or_none(raw)
             self.recorder._add(
                 self.session,
                 RecordingEntry(
@@ -416,4 +433,5 @@ class _FrameFeed:
                     event=event_kind(sse.event),
                     data=data if data is not None else sse.data,
                 ),
+                size=len(raw),
             )

@@ -153,6 +153,22 @@ async def test_a_session_over_max_frames_is_recorded_up_to_it_and_says_so() -> N
     assert Recording.loads(recording.dumps()).truncated
 
 
-def test_max_frames_must_be_a_positive_int() -> None:
-    with pytest.raises(ValueError, match="max_frames must be a positive int, got 0"):
-        SessionRecorder(max_frames=0)
+async def test_a_session_over_max_bytes_keeps_the_frames_that_fit_and_says_so() -> None:
+    fleet = Fleet()
+    fleet.add_peer("prod-1", behaviors.stream(20_000, 2_000))
+    recorder = SessionRecorder(max_bytes=8_000)
+    async with fleet.call_peer(timeout=5, transport=recorder.wrap(fleet.transport)) as tool:
+        result = await tool.acall(peer="prod-1", prompt="go")
+    (recording,) = recorder.recordings
+    assert recording.truncated
+    assert sum(len(json.dumps(e.data)) for e in recording.frames()) <= 8_000 + 4_000
+    assert not any("x" * 20_000 in json.dumps(e.data) for e in recording.frames())
+    assert len(result.response) == 16_384  # the caller read on, unaffected
+    recorder.clear()
+    assert recorder.recordings == []
+
+
+@pytest.mark.parametrize("option", ["max_frames", "max_bytes"])
+def test_the_bounds_must_be_positive_ints(option: str) -> None:
+    with pytest.raises(ValueError, match=f"{option} must be a positive int, got 0"):
+        SessionRecorder(**{option: 0})
