@@ -40,9 +40,11 @@ import httpx
 
 from . import _display, _tracing
 from ._client import MULTI_SESSION_HINT, AttachClient
+from ._clock import Clock, SystemClock
 from ._directory import Directory, HubDirectory, Peer, read_token
 from ._endpoint import endpoint_problem
 from ._http import LoopBoundClient
+from ._rate_limit import waiting_out_rate_limits
 from ._scrub import scrub, server_text
 from ._wire import AgentFrame, Frame, TurnComplete, TurnError
 from .errors import (
@@ -54,10 +56,12 @@ from .errors import (
     InvalidArgumentError,
     InvalidEndpointError,
     NotImplementedByServerError,
+    PeerRateLimitedError,
     PeerRequestError,
     PeerTimeoutError,
     PeerTurnError,
     PermissionDeniedError,
+    RateLimitedError,
     StreamEndedError,
     TransportFailure,
     UnknownPeerError,
@@ -216,6 +220,9 @@ class CallPeer:
     `os.environ`); ``timeout`` bounds each whole call (0 < timeout <= 900 s);
     ``max_response_bytes`` caps the answer (UTF-8 bytes). ``gate(tool, peer)``
     may raise `PermissionDeniedError`; ``on_event`` observes calls.
+    ``wait_on_rate_limit=True`` waits out a peer's 429 on `POST /sessions` when
+    its `Retry-After` fits in what is left of the deadline (on ``clock``);
+    otherwise the 429 is `PeerRateLimitedError` with `retry_after`.
     """
 
     def __init__(
@@ -232,6 +239,8 @@ class CallPeer:
         environ: Mapping[str, str] | None = None,
         on_event: Callable[[CallPeerEvent], None] | None = None,
         logger: logging.Logger | None = None,
+        wait_on_rate_limit: bool = False,
+        clock: Clock | None = None,
     ) -> None:
         if (
             isinstance(timeout, bool)
@@ -272,6 +281,8 @@ class CallPeer:
         self._on_event = on_event
         self._log = logger if logger is not None else _log
         self._http = LoopBoundClient(transport)
+        self.wait_on_rate_limit = bool(wait_on_rate_limit)
+        self._clock: Clock = clock if clock is not None else SystemClock()
 
     def __repr__(self) -> str:
         return (
@@ -486,6 +497,17 @@ class CallPeer:
             return PeerRequestError(
                 f"{who} cannot open a session (501): {MULTI_SESSION_HINT}", status_code=501
             )
+        if isinstance(exc, RateLimitedError):
+            after = "" if exc.retry_after is None else f", retry after {exc.retry_after:g} s"
+            fix = (
+                "waiting it out would pass the deadline, or it kept answering 429"
+                if self.wait_on_rate_limit
+                else "slow down, or pass wait_on_rate_limit=True to wait within the deadline"
+            )
+            return PeerRateLimitedError(
+                f"{who} is limiting how fast this caller opens sessions (429{after}); {fix}",
+                retry_after=exc.retry_after,
+            )
         if isinstance(exc, AuthenticationError):
             fix = (
                 f"set ${self.token_env} to a token the peer accepts"
@@ -505,7 +527,12 @@ class CallPeer:
         client = AttachClient(target.endpoint, http_client=self._http.get(), token=token)
         step = "POST /sessions"
         try:
-            session = await client.new_session()
+            session = await waiting_out_rate_limits(
+                client.new_session,
+                wait=self.wait_on_rate_limit,
+                time_left=lambda: self.timeout - (time.perf_counter() - call.started),
+                sleep=self._clock.sleep,
+            )
             call.session_id = session.session_id
             self._emit("session_opened", call)
             step = "GET events"

@@ -10,8 +10,15 @@ from typing import Any
 import httpx
 
 from ._inflate import body_chunks
+from ._rate_limit import retry_after_seconds
 from ._scrub import install_log_filter, scrub_chain, server_text, slack
-from .errors import CoreAgentError, ProtocolError, TransportFailure, status_error_class
+from .errors import (
+    CoreAgentError,
+    ProtocolError,
+    RateLimitedError,
+    TransportFailure,
+    status_error_class,
+)
 
 install_log_filter()
 
@@ -94,6 +101,11 @@ async def status_error(response: httpx.Response, component: str, hint: str = "")
         message += f": {body.strip()}"
     if hint:
         message += f"; {hint}"
+    if cls is RateLimitedError:
+        retry_after = retry_after_seconds(response.headers.get("retry-after"))
+        return RateLimitedError(
+            message, status_code=response.status_code, body=body, retry_after=retry_after
+        )
     return cls(message, status_code=response.status_code, body=body)
 
 

@@ -17,6 +17,7 @@ that raised it and says what to do about it::
     │   ├── ConflictError             409
     │   ├── PayloadTooLargeError      413
     │   ├── UnsupportedMediaTypeError 415
+    │   ├── RateLimitedError          429 (.retry_after): the caller opens sessions too fast
     │   ├── NotImplementedByServerError 501
     │   └── ServerError               other 5xx
     ├── CallPeerError                 a delegation failed (nothing partial is returned)
@@ -28,6 +29,7 @@ that raised it and says what to do about it::
     │   ├── InvalidTokenError         (also ValueError) the token cannot go into a header
     │   ├── DirectoryError            the directory could not list peers
     │   ├── PeerRequestError          the peer refused or could not be reached (.status_code)
+    │   │   └── PeerRateLimitedError  429 on POST /sessions (.retry_after)
     │   ├── PeerTurnError             the peer's turn failed (.kind, .message, .retryable)
     │   ├── PeerTimeoutError          (also TimeoutError) the call's deadline passed
     │   └── StreamEndedError          the event stream closed before the turn ended
@@ -64,11 +66,13 @@ __all__ = [
     "NotFoundError",
     "NotImplementedByServerError",
     "PayloadTooLargeError",
+    "PeerRateLimitedError",
     "PeerRequestError",
     "PeerTimeoutError",
     "PeerTurnError",
     "PermissionDeniedError",
     "ProtocolError",
+    "RateLimitedError",
     "RegistrationError",
     "RuntimeCacheError",
     "ServerError",
@@ -155,6 +159,20 @@ class UnsupportedMediaTypeError(APIStatusError):
     """415: a write without `Content-Type: application/json`."""
 
 
+class RateLimitedError(APIStatusError):
+    """429: the daemon limits how fast one caller opens sessions.
+
+    `retry_after` is the server's `Retry-After` in seconds (None when it sent
+    none that parses).
+    """
+
+    def __init__(
+        self, message: str, *, status_code: int, body: str = "", retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, status_code=status_code, body=body)
+        self.retry_after = retry_after
+
+
 class NotImplementedByServerError(APIStatusError):
     """501: the daemon lacks the feature (e.g. multi-session is off)."""
 
@@ -171,6 +189,7 @@ _BY_STATUS: dict[int, type[APIStatusError]] = {
     409: ConflictError,
     413: PayloadTooLargeError,
     415: UnsupportedMediaTypeError,
+    429: RateLimitedError,
     501: NotImplementedByServerError,
 }
 
@@ -221,6 +240,17 @@ class PeerRequestError(CallPeerError):
     def __init__(self, message: str, *, status_code: int | None = None) -> None:
         super().__init__(message)
         self.status_code = status_code
+
+
+class PeerRateLimitedError(PeerRequestError):
+    """The peer answered 429 to `POST /sessions`: too many delegations to it too fast.
+
+    `retry_after` is the peer's `Retry-After` in seconds (None when absent).
+    """
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message, status_code=429)
+        self.retry_after = retry_after
 
 
 class PeerTurnError(CallPeerError):
