@@ -789,6 +789,16 @@ class Daemon:
             return body
         if not isinstance(body, dict):
             return _text(400, "malformed JSON: the body must be an object")
+        ttl = body.get("heartbeat_ttl_sec")
+        # The daemon's field is a Go int: 60.0, NaN, true or "60" do not decode into it.
+        if ttl is not None and (
+            isinstance(ttl, bool) or not isinstance(ttl, int) or not -(2**63) <= ttl < 2**63
+        ):
+            return _text(
+                400,
+                f"malformed JSON: heartbeat_ttl_sec must be an integer number of seconds, "
+                f"got {json.dumps(ttl)}",
+            )
         caller = self._caller(request)
         if self.refuse_foreign_reregistration and caller is not None and not caller.admin:
             name = body.get("name")

@@ -12,10 +12,19 @@ import attrs
 
 from coreagent_sdk import Clock, SystemClock, endpoint_problem
 
-__all__ = ["DEFAULT_TTL", "MAX_TTL", "Identity", "PeerRegistry", "RegistryError", "rfc3339"]
+__all__ = [
+    "DEFAULT_TTL",
+    "MAX_TTL",
+    "PRUNE_INTERVAL",
+    "Identity",
+    "PeerRegistry",
+    "RegistryError",
+    "rfc3339",
+]
 
 DEFAULT_TTL = 60.0
 MAX_TTL = 300.0
+PRUNE_INTERVAL = 5.0  # a real hub sweeps expired leases on a 5 s ticker
 
 
 def rfc3339(t: float) -> str:
@@ -68,11 +77,10 @@ class _Entry:
             self.lease_expires = self.last_heartbeat + self.ttl
 
     def record(self, *, redact: bool) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "registration_id": "" if redact else self.registration_id,
-            "name": self.name,
-            "endpoint": self.endpoint,
-        }
+        # Redacted means absent, as the daemon's omitempty leaves it (not "").
+        out: dict[str, Any] = {} if redact else {"registration_id": self.registration_id}
+        out["name"] = self.name
+        out["endpoint"] = self.endpoint
         if self.labels:
             out["labels"] = dict(self.labels)
         out["registered_at"] = rfc3339(self.registered_at)
@@ -84,8 +92,9 @@ class _Entry:
 class PeerRegistry:
     """Leases (default 60 s, at most 5 min), owners, label filters, pruning on a clock.
 
-    Pruning happens on every read and write, so an expired lease is never
-    listed (a real hub prunes every 5 s; this is the strict end of that).
+    Expired leases are pruned on a `PRUNE_INTERVAL` (5 s) tick of the clock,
+    as a real hub does: until the tick after a lease lapses, list and
+    heartbeat still see it (a heartbeat then renews it).
 
     Entries marked with `keep_alive` belong to daemons that heartbeat at a
     third of their lease, as real daemons do. No task runs for them: their
@@ -96,6 +105,7 @@ class PeerRegistry:
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._by_name: dict[str, _Entry] = {}
+        self._epoch = self.clock.now()  # the prune ticker starts with the registry
         # What `version()` serves: a counter bumped by every write, and the moment
         # before which no lease can lapse or beat by itself (None: not known yet).
         self._version = 0
@@ -127,12 +137,16 @@ class PeerRegistry:
     def __repr__(self) -> str:
         return f"PeerRegistry(peers={sorted(self._by_name)!r})"
 
+    def _last_tick(self, now: float) -> float:
+        """When the prune ticker last ran: leases that lapsed by then are gone."""
+        return self._epoch + math.floor((now - self._epoch) / PRUNE_INTERVAL) * PRUNE_INTERVAL
+
     def prune(self) -> list[str]:
-        """Drop expired leases; returns the names dropped."""
-        now = self.clock.now()
+        """Drop leases that lapsed by the last tick; returns the names dropped."""
+        tick = self._last_tick(self.clock.now())
         # A kept lease never lapses (its next beat is due before it would), so it
         # needs no renewal here; readers renew what they show.
-        gone = [n for n, e in self._by_name.items() if not e.kept and e.lease_expires <= now]
+        gone = [n for n, e in self._by_name.items() if not e.kept and e.lease_expires <= tick]
         for name in gone:
             del self._by_name[name]
         return gone
@@ -159,15 +173,17 @@ class PeerRegistry:
             isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
         ):
             raise RegistryError("peers: labels must be an object of strings")
-        if ttl is None or ttl == 0:
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float, type(None))):
+            raise RegistryError(f"peers: heartbeat_ttl_sec must be a number, got {ttl!r}")
+        if ttl is not None and not math.isfinite(ttl):
+            raise RegistryError(f"peers: heartbeat_ttl_sec must be finite, got {ttl!r}")
+        if ttl is None or ttl <= 0:  # the daemon's rule: zero or less means the default
             ttl = DEFAULT_TTL
-        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or ttl < 0:
-            raise RegistryError(f"peers: heartbeat_ttl_sec must be a positive number, got {ttl!r}")
         ttl = min(float(ttl), MAX_TTL)
         self.prune()
         now = self.clock.now()
         entry = _Entry(
-            registration_id="r-" + secrets.token_hex(8),
+            registration_id="reg-" + secrets.token_hex(8),
             name=name,
             endpoint=endpoint,
             labels=dict(labels),
@@ -227,7 +243,8 @@ class PeerRegistry:
         listed = [
             e
             for _, e in sorted(self._by_name.items())
-            if all(e.labels.get(k) == v for k, v in wanted.items())
+            # A missing label reads as "", so `k=` matches peers without `k`, as on a daemon.
+            if all(e.labels.get(k, "") == v for k, v in wanted.items())
         ]
         for entry in listed:
             entry.renew(now)
@@ -244,7 +261,7 @@ class PeerRegistry:
             return None
         now = self.clock.now()
         entry.renew(now)
-        if entry.lease_expires <= now:
+        if entry.lease_expires <= self._last_tick(now):
             del self._by_name[name]
             return None
         return entry
@@ -263,10 +280,9 @@ class PeerRegistry:
         entry = self._by_name.get(name)
         if entry is None:
             return False
-        entry.kept = False
-        entry.lease_expires = self.clock.now()
+        # Lapsed long ago, so every prune tick since has dropped it: gone now.
+        del self._by_name[name]
         self._changed()
-        self.prune()
         return True
 
     def remove(self, name: str) -> bool:
