@@ -30,6 +30,7 @@ import attrs
 
 from coreagent_sdk import AgentEvent, AgentFrame
 from coreagent_sdk._recording import Recording, RecordingEntry
+from coreagent_sdk.errors import ProtocolError
 
 from ._agents import Behavior, Turn
 
@@ -111,8 +112,8 @@ def _turns(recording: Recording) -> list[list[_Step]]:
         if entry.event == "agent" and isinstance(entry.data, dict):
             try:
                 frame = AgentFrame.from_dict(entry.data)
-            except (KeyError, TypeError, ValueError, AttributeError):
-                continue
+            except (KeyError, TypeError, ValueError, AttributeError, ProtocolError):
+                continue  # skipped, as a client skips a frame it cannot read
             event = frame.event
             if event.author in ("user", ""):
                 continue  # the daemon echoes the new prompt itself

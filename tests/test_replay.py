@@ -221,3 +221,20 @@ def test_replay_checks_speed_and_the_file_when_it_is_made(tmp_path: Path) -> Non
     bad.write_text('{"format": "coreagent-sdk/session-recording", "version": 9}\n')
     with pytest.raises(ValueError, match="version 9 is not supported"):
         behaviors.replay(bad)
+
+
+async def test_frames_a_client_could_not_read_are_skipped_and_the_rest_replayed() -> None:
+    rec = recording_of(
+        inject(0.0),
+        RecordingEntry(t=0.0, kind="frame", event="agent", data="{not json"),
+        RecordingEntry(t=0.0, kind="frame", event="agent", data={"seq": 1}),
+        RecordingEntry(t=0.0, kind="frame", event="agent", data={"event": "a string"}),
+        RecordingEntry(t=0.0, kind="frame", event="agent", data={"event": {"Content": [1]}}),
+        RecordingEntry(t=0.0, kind="frame", event="surprise", data={"x": 1}),
+        agent("still here", 0.0),
+    )
+    fleet = Fleet()
+    fleet.add_peer("prod-1", behaviors.replay(rec))
+    async with fleet.call_peer(timeout=5) as tool:
+        result = await tool.acall(peer="prod-1", prompt="go")
+    assert result.response == "still here"
