@@ -81,9 +81,13 @@ __all__ = [
 ]
 
 DEFAULT_TOOL_NAME = "call_peer"
+"""The tool's name unless `CallPeer(name=...)` says otherwise."""
 DEFAULT_TIMEOUT = 120.0
+"""Seconds one whole call may take, unless `timeout=` says otherwise."""
 MAX_TIMEOUT = 900.0
+"""The largest `timeout=` a `CallPeer` accepts, in seconds."""
 DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024
+"""The byte cap of an answer (UTF-8 bytes), unless `max_response_bytes=` says otherwise."""
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what OpenAI and Anthropic both accept
 _SEPARATOR = "\n\n"
@@ -93,6 +97,7 @@ _READING = "the event stream"  # the step of a delegation that reads the turn
 _MAX_QUOTED = 1000  # characters of a peer's own words quoted in an error message
 
 Gate = Callable[[str, str], "Awaitable[None] | None"]
+"""A gate: `gate(tool, peer)`, sync or async; it raises `PermissionDeniedError` to refuse."""
 T = TypeVar("T")
 
 _log = logging.getLogger("coreagent_sdk.call_peer")

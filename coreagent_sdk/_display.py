@@ -193,7 +193,7 @@ def result_html(result: CallPeerResult) -> str:
 def roster_text(peers: Sequence[Peer]) -> str:
     names = [p.name for p in peers[:_SHOWN_ROWS]]
     more = f", +{len(peers) - len(names)} more" if len(peers) > len(names) else ""
-    return f"Roster({len(peers)} peers: {', '.join(names)}{more})"
+    return f"Roster({len(peers)} peer{'' if len(peers) == 1 else 's'}: {', '.join(names)}{more})"
 
 
 def roster_html(peers: Sequence[Peer]) -> str:

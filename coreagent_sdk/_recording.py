@@ -48,6 +48,7 @@ __all__ = [
 
 RECORDING_FORMAT = "coreagent-sdk/session-recording"
 RECORDING_VERSION = 1
+"""The format version written in a recording's header line."""
 REDACTED = "[REDACTED]"
 MAX_BODY_BYTES = 64 * 1024
 DEFAULT_MAX_FRAMES = 10_000

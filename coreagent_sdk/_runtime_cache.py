@@ -47,6 +47,7 @@ __all__ = [
 ]
 
 DEFAULT_MAX_INSTANCES = 64
+"""How many instances a `RuntimeCache` keeps resident unless `max_instances=` says otherwise."""
 
 _log = logging.getLogger("coreagent_sdk.runtime_cache")
 
@@ -66,6 +67,8 @@ class AgentConfig:
 
 @runtime_checkable
 class ConfigLoader(Protocol):
+    """Where the cache reads agents from: a cheap slug lookup and the full config."""
+
     async def agent_slug(self, agent_id: str) -> str: ...
 
     async def load_config(self, agent_id: str) -> AgentConfig: ...
@@ -73,6 +76,13 @@ class ConfigLoader(Protocol):
 
 @runtime_checkable
 class Builder(Protocol):
+    """Makes an agent's runtime instance (the processor) from its config.
+
+    The instance may have `aclose()` or `close()` (sync or async): the cache
+    calls it exactly once, when the instance is evicted, invalidated or the
+    cache closes.
+    """
+
     async def build(self, cfg: AgentConfig) -> Any: ...
 
 

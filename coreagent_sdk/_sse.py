@@ -28,7 +28,9 @@ from .errors import CoreAgentError, FrameTooLargeError, TransportFailure
 __all__ = ["MAX_EVENT_BYTES", "MAX_LINE_BYTES", "EventDecoder", "iter_frames"]
 
 MAX_LINE_BYTES = 1024 * 1024
+"""The longest SSE line a client reads; a longer one ends the stream with an error."""
 MAX_EVENT_BYTES = 1024 * 1024
+"""The most data one SSE event may hold across its lines."""
 _BOM = b"\xef\xbb\xbf"
 
 

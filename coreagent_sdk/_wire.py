@@ -53,6 +53,7 @@ __all__ = [
 ]
 
 PROTOCOL_VERSION = "1.10.0"
+"""The attach protocol version this SDK speaks (its major must match the daemon's)."""
 
 TURN_ERROR_KINDS = frozenset(
     {
@@ -766,6 +767,8 @@ class StatusUpdate:
 
 @attrs.frozen
 class UsageUpdate:
+    """`usage-update`: running token and cost totals of the session, and the last turn's."""
+
     EVENT: ClassVar[str] = "usage-update"
 
     tokens_in_total: int = 0
@@ -798,6 +801,8 @@ class UsageUpdate:
 
 @attrs.frozen
 class Inbox:
+    """`inbox`: a message queued for, or taken by, the next turn (`prompt_id` names it)."""
+
     EVENT: ClassVar[str] = "inbox"
 
     state: str
@@ -820,6 +825,8 @@ class Inbox:
 
 @attrs.frozen
 class TurnComplete:
+    """`turn-complete`: a turn ended; tokens, latency and the turn's own `prompt_id`."""
+
     EVENT: ClassVar[str] = "turn-complete"
 
     prompt_id: str = ""
@@ -889,6 +896,8 @@ class TurnError:
 
 @attrs.frozen
 class Wake:
+    """`wake`: the daemon woke to work on its inbox (`at` is when)."""
+
     EVENT: ClassVar[str] = "wake"
 
     at: str
@@ -903,6 +912,8 @@ class Wake:
 
 @attrs.frozen
 class Pause:
+    """`pause`: the daemon paused or resumed (`state`, with an optional reason)."""
+
     EVENT: ClassVar[str] = "pause"
 
     state: str
@@ -941,6 +952,7 @@ Frame = (
     | Pause
     | AgentFrame
 )
+"""Any frame an event stream yields: one typed event, or a legacy `agent` frame."""
 
 _FRAME_TYPES: dict[str, Any] = {
     cls.EVENT: cls

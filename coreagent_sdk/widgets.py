@@ -121,7 +121,12 @@ class _View:
         self.widget.close()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
+        # The live widget for front ends that run widgets; the current table as HTML and
+        # this view's repr for those that do not (nbconvert, the docs, a console).
+        bundle = dict(self.widget._repr_mimebundle_(**kwargs) or {})
+        bundle["text/html"] = self.widget.value
+        bundle["text/plain"] = repr(self)
+        return bundle
 
 
 class CallLogView(_View):

@@ -41,6 +41,7 @@ __all__ = [
 ]
 
 Behavior = Callable[["Turn"], Awaitable[None]]
+"""What a simulated agent does with a prompt: an async function of a `Turn`."""
 
 
 class _Session(Protocol):

@@ -23,7 +23,9 @@ __all__ = [
 ]
 
 DEFAULT_TTL = 60.0
+"""A lease's length in seconds when a registration names none."""
 MAX_TTL = 300.0
+"""The longest lease the hub grants, in seconds; longer requests are clamped to it."""
 PRUNE_INTERVAL = 5.0  # a real hub sweeps expired leases on a 5 s ticker
 
 

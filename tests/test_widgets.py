@@ -146,3 +146,15 @@ def test_importing_the_sdk_and_the_simulator_imports_no_widgets_and_no_matplotli
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.splitlines() == ["[]", "[]"]
+
+
+def test_a_view_shows_its_table_where_widgets_do_not_run() -> None:
+    view = CallLogView()
+    view.on_event(CallPeerEvent("failed", "call_peer", "<i>p</i>", call_id=1, error_type="X"))
+    view.refresh()
+    bundle = view._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle  # the live widget
+    page = Page(bundle["text/html"])  # what nbconvert and the docs render
+    assert page.rows[1][1] == "<i>p</i>" and "i" not in page.tags
+    assert bundle["text/plain"] == repr(view) and len(bundle["text/plain"]) < 200
+    view.close()
