@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Collection, Mapping
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 
@@ -61,6 +61,18 @@ def _session_path(path: str | SessionCreated) -> str:
     return path.rstrip("/")
 
 
+def dial_base(url: str) -> str:
+    """`scheme://host[:port]` of an endpoint: the only part a client dials.
+
+    The Go client builds its base URL from the scheme and host alone, so a
+    path prefix, a query, a fragment or userinfo in a registered endpoint is
+    never sent (userinfo would otherwise replace the bearer with Basic auth,
+    and a fragment would turn every request into `POST /`).
+    """
+    parts = urlsplit(url)
+    return f"{parts.scheme.lower()}://{parts.netloc.rpartition('@')[2]}"
+
+
 def _major(version: str) -> str:
     return version.split(".", 1)[0]
 
@@ -84,7 +96,7 @@ class AttachClient:
         max_line_bytes: int = MAX_LINE_BYTES,
         max_event_bytes: int = MAX_EVENT_BYTES,
     ) -> None:
-        self.base_url = checked_base_url(base_url, "attach")
+        self.base_url = dial_base(checked_base_url(base_url, "attach"))
         self._token = checked_token(token, "token=", "attach")
         self._owns_http = http_client is None
         self._http = http_client if http_client is not None else make_http_client(transport)
