@@ -316,6 +316,7 @@ class SessionRecorder:
                 t=round(time.perf_counter() - session.started, 6),  # as saved: microseconds
                 data=_scrub(entry.data, self._secrets),
                 message=_scrub(entry.message, self._secrets),
+                event=_scrub(entry.event, self._secrets),  # a server names events too
             )
         )
 

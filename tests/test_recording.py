@@ -10,6 +10,7 @@ import pytest
 
 from coreagent_sdk import (
     RECORDING_VERSION,
+    ASGITransport,
     AttachClient,
     CallPeer,
     Peer,
@@ -172,3 +173,46 @@ async def test_a_session_over_max_bytes_keeps_the_frames_that_fit_and_says_so() 
 def test_the_bounds_must_be_positive_ints(option: str) -> None:
     with pytest.raises(ValueError, match=f"{option} must be a positive int, got 0"):
         SessionRecorder(**{option: 0})
+
+
+async def test_a_hostile_daemon_echoing_the_token_everywhere_leaves_no_trace_of_it() -> None:
+    """The token comes back as an event name, a JSON key, raw text and inside an answer."""
+
+    async def hostile(scope: dict, receive: object, send: object) -> None:
+        headers = dict(scope["headers"])
+        token = headers.get(b"authorization", b"").split(b" ")[-1].decode()
+        path = scope["path"]
+        if path == "/sessions":
+            body = json.dumps({"app": "a", "user": token, "sessionID": "s1", "url": token})
+            ctype = b"application/json"
+        elif path.endswith("/inject"):
+            body = json.dumps({"injected": token, "session": "s1", "woke": True})
+            ctype = b"application/json"
+        else:
+            body = (
+                f'event: {token}\ndata: {{"{token}": ["x{token}x"]}}\n\n'
+                f"event: agent\ndata: not json {token}\n\n"
+                f"event: turn-complete\ndata: {{}}\n\n"
+            )
+            ctype = b"text/event-stream"
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,  # type: ignore[operator]
+                "headers": [(b"content-type", ctype)],
+            }
+        )
+        await send({"type": "http.response.body", "body": body.encode()})  # type: ignore[operator]
+
+    recorder = SessionRecorder()
+    transport = recorder.wrap(ASGITransport(hostile))
+    async with AttachClient("http://evil.sim", transport=transport, token=CANARY) as client:
+        session = await client.new_session()
+        async with client.events(session) as frames:
+            await client.inject(session, "hello")
+            async for _ in frames:
+                pass
+    (recording,) = recorder.recordings
+    text = recording.dumps()
+    assert len(recording.frames()) == 3
+    assert CANARY not in text and text.count("[REDACTED]") >= 6
