@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Collection, Mapping
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -27,8 +27,9 @@ from ._wire import (
     SessionInfo,
     SessionList,
     WhoAmI,
+    checked_segment,
 )
-from .errors import CoreAgentError, ProtocolError
+from .errors import CoreAgentError, ProtocolError, TransportFailure
 
 __all__ = ["AttachClient", "MULTI_SESSION_HINT"]
 
@@ -42,23 +43,38 @@ _JSON = "application/json"
 _STREAM_TIMEOUT = httpx.Timeout(30.0, read=None)
 
 
+# What httpx raises while sending or reading: its own errors and stream misuse.
+_HTTPX_ERRORS = (httpx.HTTPError, httpx.StreamError)
+
+
 def _session_path(path: str | SessionCreated) -> str:
     if isinstance(path, SessionCreated):
         return path.path
-    # The path is appended to the base URL: it must not be able to change the
-    # host (`@evil`, `//evil`) or smuggle a query.
-    if (
-        not isinstance(path, str)
-        or not path.startswith("/sessions/")
-        or "//" in path
-        or any(c in path for c in "?#@\\")
-        or any(c.isspace() for c in path)
-    ):
+    # The path is appended to the base URL: every segment must be plain, so it
+    # cannot change the host (`@evil`, `//evil`), climb out (`..`) or add a query.
+    segments = path.rstrip("/").split("/") if isinstance(path, str) else []
+    plain = True
+    for segment in segments[2:]:
+        try:
+            checked_segment(segment, "a session path segment")
+        except ProtocolError:
+            plain = False
+    if not (plain and segments[:2] == ["", "sessions"] and 3 <= len(segments) <= 4):
         raise ValueError(
             f"attach: session path must look like '/sessions/<app>/<id>' or '/sessions/<id>', "
             f"got {path!r}; pass the SessionCreated from new_session() or its .path"
         )
-    return path.rstrip("/")
+    return "/".join(segments)
+
+
+def _registration_segment(registration_id: str) -> str:
+    try:
+        return checked_segment(registration_id, "registration id")
+    except ProtocolError:
+        raise ValueError(
+            f"attach: registration id {registration_id!r} is not a plain path segment; "
+            "pass the registration_id the hub answered"
+        ) from None
 
 
 def dial_base(url: str) -> str:
@@ -143,7 +159,7 @@ class AttachClient:
     ) -> httpx.Response:
         write = method not in ("GET", "HEAD", "OPTIONS")
         headers = self._write_headers if write else self._read_headers
-        request = self._http.build_request(
+        request = self._build(
             method,
             self.base_url + path,
             # Writes always declare JSON, even with no body: the daemon answers 415 otherwise.
@@ -153,13 +169,24 @@ class AttachClient:
         )
         return await self._open(request, hint_by_status)
 
+    def _build(self, method: str, url: str, **kwargs: Any) -> httpx.Request:
+        """A request for `url`; a URL httpx cannot encode is a typed error, never dialed."""
+        try:
+            return self._http.build_request(method, url, **kwargs)
+        except (httpx.InvalidURL, UnicodeError, ValueError) as exc:
+            failure = TransportFailure(
+                f"attach: cannot send {method} to {self.base_url}: httpx refuses the URL "
+                f"({type(exc).__name__}); check the endpoint"
+            )
+        raise failure  # outside the handler: the refused URL stays out of __context__
+
     async def _open(
         self, request: httpx.Request, hint_by_status: Mapping[int, str] | None = None
     ) -> httpx.Response:
         """Send `request` streaming; a transport failure or non-2xx answer is a typed error."""
         try:
             response = await self._http.send(request, stream=True)
-        except httpx.TransportError as exc:
+        except _HTTPX_ERRORS as exc:
             if isinstance(exc, CoreAgentError):
                 raise  # already ours: chaining it to itself would print it twice
             raise transport_failure(exc, self.base_url, "attach") from exc
@@ -168,9 +195,14 @@ class AttachClient:
                 hint = (hint_by_status or {}).get(response.status_code, "")
                 if response.status_code == 401 and not hint:
                     hint = "pass a token the daemon accepts (token=...)"
-                raise await status_error(response, "attach", hint)
+                error = await status_error(response, "attach", hint)
+            except _HTTPX_ERRORS as exc:
+                if isinstance(exc, CoreAgentError):
+                    raise
+                raise transport_failure(exc, self.base_url, "attach") from exc
             finally:
                 await response.aclose()
+            raise error
         return response
 
     async def _json(self, method: str, path: str, what: str, **kwargs: Any) -> Any:
@@ -179,6 +211,11 @@ class AttachClient:
             if response.status_code == 204:
                 return None
             return await read_json(response, what)
+        except _HTTPX_ERRORS as exc:
+            # A body cut short, a broken stream: the answer never arrived whole.
+            if isinstance(exc, CoreAgentError):
+                raise
+            raise transport_failure(exc, self.base_url, "attach") from exc
         finally:
             await response.aclose()
 
@@ -226,7 +263,7 @@ class AttachClient:
         only those event types (e.g. ``{"agent", "turn-complete"}``), skipping
         the rest unparsed. Leaving the block closes the stream.
         """
-        request = self._http.build_request(
+        request = self._build(
             "GET",
             self.base_url + _session_path(path) + "/events",
             headers={
@@ -308,7 +345,7 @@ class AttachClient:
 
     async def heartbeat(self, registration_id: str) -> PeerRecord:
         """`POST /peers/{id}/heartbeat`: extend the lease (404: register again)."""
-        path = f"/peers/{quote(registration_id, safe='')}/heartbeat"
+        path = f"/peers/{_registration_segment(registration_id)}/heartbeat"
         return PeerRecord.from_dict(
             await self._json(
                 "POST",
@@ -320,7 +357,7 @@ class AttachClient:
 
     async def deregister(self, registration_id: str) -> None:
         """`DELETE /peers/{id}`; idempotent on the hub's side."""
-        await self._json("DELETE", f"/peers/{quote(registration_id, safe='')}", "deregister")
+        await self._json("DELETE", f"/peers/{_registration_segment(registration_id)}", "deregister")
 
     async def whoami(self) -> WhoAmI:
         """`GET /whoami`: the identity the daemon sees for this token."""

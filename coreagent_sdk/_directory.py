@@ -16,7 +16,7 @@ from ._endpoint import checked_base_url
 from ._http import LoopBoundClient
 from ._token import checked_token, read_token
 from ._wire import labels_dict
-from .errors import CoreAgentError, DirectoryError
+from .errors import APIStatusError, CoreAgentError, DirectoryError
 
 __all__ = [
     "Directory",
@@ -238,7 +238,8 @@ class HubDirectory:
             records = await client.list_peers(self.labels or None)
         except CoreAgentError as exc:
             raise DirectoryError(
-                f"directory: could not list peers on the hub {self.hub_url}: {exc}"
+                f"directory: could not list peers on the hub {self.hub_url}: {exc}",
+                status_code=exc.status_code if isinstance(exc, APIStatusError) else None,
             ) from exc
         finally:
             # Synchronously with the answer, before any waiter resumes: from here on a

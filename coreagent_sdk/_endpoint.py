@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 from urllib.parse import urlsplit
 
+import httpx
+
 __all__ = ["checked_base_url", "endpoint_problem"]
 
 _ALLOWED_SCHEMES = ("http", "https")
@@ -46,6 +48,11 @@ def _string_problem(url: str) -> str | None:
         return "it has no host"
     if not port_ok:
         return "its port is out of range"
+    try:
+        # A request, not just a URL: httpx derives the Host header only then.
+        httpx.Request("GET", url)
+    except (httpx.InvalidURL, UnicodeError, ValueError) as exc:
+        return f"httpx cannot encode it ({type(exc).__name__})"
     return None
 
 

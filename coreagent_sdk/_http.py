@@ -109,7 +109,7 @@ async def status_error(response: httpx.Response, component: str, hint: str = "")
     return cls(message, status_code=response.status_code, body=body)
 
 
-def transport_failure(exc: httpx.TransportError, url: str, component: str) -> CoreAgentError:
+def transport_failure(exc: Exception, url: str, component: str) -> CoreAgentError:
     """An httpx transport failure as our error (ours already are; keep them)."""
     if isinstance(exc, CoreAgentError):
         return exc

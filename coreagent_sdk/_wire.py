@@ -10,6 +10,8 @@ that are unset, as the daemon does.
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -48,6 +50,7 @@ __all__ = [
     "Wake",
     "WakeResult",
     "WhoAmI",
+    "checked_segment",
     "decode_frame",
     "encode_sse",
 ]
@@ -70,17 +73,163 @@ TURN_ERROR_KINDS = frozenset(
 )
 
 
+def _tname(value: Any) -> str:
+    """The JSON name of a decoded value's type, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object" if isinstance(value, Mapping) else type(value).__name__
+
+
+def _wrong(kind: str, key: str, want: str, value: Any) -> ProtocolError:
+    return ProtocolError(
+        f"wire: {kind} field {key!r} must be {want}, got {_tname(value)}; "
+        "is the other side an attach-mode daemon of a supported version?"
+    )
+
+
+def _obj(d: Any, kind: str) -> Mapping[str, Any]:
+    if not isinstance(d, Mapping):
+        raise ProtocolError(
+            f"wire: {kind} must be a JSON object, got {_tname(d)}; "
+            "is the other side an attach-mode daemon?"
+        )
+    return d
+
+
 def _req(d: Mapping[str, Any], key: str, kind: str) -> Any:
-    try:
-        return d[key]
-    except KeyError:
+    value = d.get(key)
+    if value is None:
         # The keys are the server's words: bounded here, scrubbed by the error itself.
         keys = ", ".join(sorted(map(str, d))[:20]) + (", ..." if len(d) > 20 else "")
         keys = keys if len(keys) <= 400 else keys[:400] + "..."
+        got = "null" if key in d else "missing"
         raise ProtocolError(
-            f"wire: {kind} is missing the required field {key!r} (got keys: "
+            f"wire: {kind} has the required field {key!r} {got} (got keys: "
             f"{keys or 'none'}); is the other side an attach-mode daemon?"
-        ) from None
+        )
+    return value
+
+
+def _req_str(d: Mapping[str, Any], key: str, kind: str) -> str:
+    value = _req(d, key, kind)
+    if not isinstance(value, str):
+        raise _wrong(kind, key, "a string", value)
+    return value
+
+
+def _str(d: Mapping[str, Any], key: str, kind: str, default: str = "") -> str:
+    value = d.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise _wrong(kind, key, "a string", value)
+    return value
+
+
+def _opt_str(d: Mapping[str, Any], key: str, kind: str) -> str | None:
+    return _str(d, key, kind) if d.get(key) is not None else None
+
+
+def _bool(d: Mapping[str, Any], key: str, kind: str, default: bool = False) -> bool:
+    value = d.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise _wrong(kind, key, "a boolean", value)
+    return value
+
+
+def _opt_bool(d: Mapping[str, Any], key: str, kind: str) -> bool | None:
+    return _bool(d, key, kind) if d.get(key) is not None else None
+
+
+def _int(d: Mapping[str, Any], key: str, kind: str, default: int = 0) -> int:
+    value = d.get(key)
+    if value is None:
+        return default
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    raise _wrong(kind, key, "a whole number", value)
+
+
+def _num(d: Mapping[str, Any], key: str, kind: str, default: float = 0.0) -> float:
+    value = d.get(key)
+    if value is None:
+        return default
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if math.isfinite(number):
+            return number
+    raise _wrong(kind, key, "a finite number", value)
+
+
+def _opt_num(d: Mapping[str, Any], key: str, kind: str) -> float | None:
+    return _num(d, key, kind) if d.get(key) is not None else None
+
+
+def _map(d: Mapping[str, Any], key: str, kind: str) -> dict[str, Any] | None:
+    value = d.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise _wrong(kind, key, "an object", value)
+    return dict(value)
+
+
+def _str_map(d: Mapping[str, Any], key: str, kind: str) -> dict[str, str]:
+    value = _map(d, key, kind) or {}
+    if not all(isinstance(v, str) for v in value.values()):
+        raise _wrong(kind, key, "an object of strings", value)
+    return value
+
+
+def _list(d: Mapping[str, Any], key: str, kind: str) -> list[Any]:
+    value = d.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _wrong(kind, key, "an array", value)
+    return value
+
+
+def _str_tuple(d: Mapping[str, Any], key: str, kind: str) -> tuple[str, ...] | None:
+    if d.get(key) is None:
+        return None
+    value = _list(d, key, kind)
+    if not all(isinstance(v, str) for v in value):
+        raise _wrong(kind, key, "an array of strings", value)
+    return tuple(value)
+
+
+# An identifier a server chose that becomes a URL path segment: unreserved
+# characters only, and never a dot segment, so it cannot climb out of
+# /sessions, start a query or a fragment, or name another host.
+_SEGMENT = re.compile(r"[A-Za-z0-9._~:+-]{1,256}")
+
+
+def checked_segment(value: str, what: str) -> str:
+    """`value` if it is a plain URL path segment, else ProtocolError naming `what`."""
+    if not _SEGMENT.fullmatch(value) or value in (".", ".."):
+        shown = value if len(value) <= 80 else value[:80] + "..."
+        raise ProtocolError(
+            f"wire: {what} {shown!r} is not a plain path segment (letters, digits and "
+            "'._~:+-' only, not '.' or '..'); refusing to put it into a URL, nothing more "
+            "is sent"
+        )
+    return value
 
 
 def _put(out: dict[str, Any], key: str, value: Any) -> None:
@@ -125,10 +274,6 @@ def labels_dict(labels: Mapping[str, str]) -> dict[str, str]:
     return dict(labels)
 
 
-def _frozen_map(value: Any) -> Mapping[str, Any] | None:
-    return None if value is None else dict(value)
-
-
 # --------------------------------------------------------------------- REST bodies
 
 
@@ -143,11 +288,12 @@ class SessionCreated:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SessionCreated:
+        d = _obj(d, "session")
         return cls(
-            app=_req(d, "app", "session"),
-            user=d.get("user", ""),
-            session_id=_req(d, "sessionID", "session"),
-            url=d.get("url", ""),
+            app=checked_segment(_req_str(d, "app", "session"), "the session's app"),
+            user=_str(d, "user", "session"),
+            session_id=checked_segment(_req_str(d, "sessionID", "session"), "the session id"),
+            url=_str(d, "url", "session"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -156,7 +302,8 @@ class SessionCreated:
     @property
     def path(self) -> str:
         """The session's path on its daemon: `/sessions/{app}/{sessionID}`."""
-        return f"/sessions/{self.app}/{self.session_id}"
+        app = checked_segment(self.app, "the session's app")
+        return f"/sessions/{app}/{checked_segment(self.session_id, 'the session id')}"
 
 
 @attrs.frozen
@@ -173,14 +320,16 @@ class SessionInfo:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SessionInfo:
+        k = "session row"
+        d = _obj(d, k)
         return cls(
-            app=_req(d, "app", "session row"),
-            user=d.get("user", ""),
-            session_id=_req(d, "sessionID", "session row"),
-            has_event_log=bool(d.get("has_event_log", False)),
-            status=d.get("status", ""),
-            last_touched_at=d.get("last_touched_at", ""),
-            title=d.get("title"),
+            app=_req_str(d, "app", k),
+            user=_str(d, "user", k),
+            session_id=_req_str(d, "sessionID", k),
+            has_event_log=_bool(d, "has_event_log", k),
+            status=_str(d, "status", k),
+            last_touched_at=_str(d, "last_touched_at", k),
+            title=_opt_str(d, "title", k),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -204,7 +353,8 @@ class SessionList:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SessionList:
-        return cls(tuple(SessionInfo.from_dict(s) for s in d.get("sessions") or ()))
+        d = _obj(d, "session list")
+        return cls(tuple(SessionInfo.from_dict(s) for s in _list(d, "sessions", "session list")))
 
     def to_dict(self) -> dict[str, Any]:
         return {"sessions": [s.to_dict() for s in self.sessions]}
@@ -221,12 +371,14 @@ class InjectResult:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> InjectResult:
+        k = "inject answer"
+        d = _obj(d, k)
         return cls(
-            injected=d.get("injected", ""),
-            session=_req(d, "session", "inject answer"),
+            injected=_str(d, "injected", k),
+            session=_req_str(d, "session", k),
             # A daemon that predates `wake` leaves `woke` out and always wakes.
-            woke=bool(d.get("woke", True)),
-            prompt_id=d.get("prompt_id"),
+            woke=_bool(d, "woke", k, True),
+            prompt_id=_opt_str(d, "prompt_id", k),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -249,10 +401,12 @@ class WakeResult:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> WakeResult:
+        k = "wake answer"
+        d = _obj(d, k)
         return cls(
-            woken=_req(d, "woken", "wake answer"),
-            prompt=d.get("prompt", ""),
-            prompt_id=d.get("prompt_id"),
+            woken=_req_str(d, "woken", k),
+            prompt=_str(d, "prompt", k),
+            prompt_id=_opt_str(d, "prompt_id", k),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -272,11 +426,13 @@ class WhoAmI:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> WhoAmI:
+        k = "whoami answer"
+        d = _obj(d, k)
         return cls(
-            identity=_req(d, "identity", "whoami answer"),
-            admin=bool(d.get("admin", False)),
-            source=d.get("source", ""),
-            proxy_by=d.get("proxy_by"),
+            identity=_req_str(d, "identity", k),
+            admin=_bool(d, "admin", k),
+            source=_str(d, "source", k),
+            proxy_by=_opt_str(d, "proxy_by", k),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -298,10 +454,10 @@ class PermsResponse:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PermsResponse:
-        return cls(
-            acknowledged=bool(_req(d, "acknowledged", "perms answer")),
-            approver=d.get("approver", ""),
-        )
+        k = "perms answer"
+        d = _obj(d, k)
+        _req(d, "acknowledged", k)
+        return cls(acknowledged=_bool(d, "acknowledged", k), approver=_str(d, "approver", k))
 
     def to_dict(self) -> dict[str, Any]:
         return {"acknowledged": self.acknowledged, "approver": self.approver}
@@ -317,10 +473,11 @@ class ACL:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ACL:
+        d = _obj(d, "acl")
         return cls(
-            owner=d.get("owner", ""),
-            viewers=tuple(d.get("viewers") or ()),
-            contributors=tuple(d.get("contributors") or ()),
+            owner=_str(d, "owner", "acl"),
+            viewers=_str_tuple(d, "viewers", "acl") or (),
+            contributors=_str_tuple(d, "contributors", "acl") or (),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -341,10 +498,12 @@ class SessionTitle:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SessionTitle:
+        k = "title answer"
+        d = _obj(d, k)
         return cls(
-            session=_req(d, "session", "title answer"),
-            title=d.get("title", ""),
-            persisted=bool(d.get("persisted", False)),
+            session=_req_str(d, "session", k),
+            title=_str(d, "title", k),
+            persisted=_bool(d, "persisted", k),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -365,14 +524,19 @@ class PeerRecord:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PeerRecord:
+        k = "peer record"
+        d = _obj(d, k)
+        registration_id = _str(d, "registration_id", k)
+        if registration_id:
+            checked_segment(registration_id, "the registration id")
         return cls(
-            name=_req(d, "name", "peer record"),
-            endpoint=d.get("endpoint", ""),
-            registration_id=d.get("registration_id", ""),
-            labels=d.get("labels") or {},
-            registered_at=d.get("registered_at", ""),
-            last_heartbeat=d.get("last_heartbeat", ""),
-            lease_expires_at=d.get("lease_expires_at", ""),
+            name=_req_str(d, "name", k),
+            endpoint=_str(d, "endpoint", k),
+            registration_id=registration_id,
+            labels=_str_map(d, "labels", k),
+            registered_at=_str(d, "registered_at", k),
+            last_heartbeat=_str(d, "last_heartbeat", k),
+            lease_expires_at=_str(d, "lease_expires_at", k),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -397,7 +561,8 @@ class PeerList:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PeerList:
-        return cls(tuple(PeerRecord.from_dict(p) for p in d.get("peers") or ()))
+        d = _obj(d, "peer list")
+        return cls(tuple(PeerRecord.from_dict(p) for p in _list(d, "peers", "peer list")))
 
     def to_dict(self) -> dict[str, Any]:
         return {"peers": [p.to_dict() for p in self.peers]}
@@ -414,7 +579,9 @@ class FunctionCall:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FunctionCall:
-        return cls(name=d.get("name", ""), args=d.get("args") or {}, id=d.get("id"))
+        k = "function call"
+        d = _obj(d, k)
+        return cls(name=_str(d, "name", k), args=_map(d, "args", k) or {}, id=_opt_str(d, "id", k))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "args": dict(self.args)}
@@ -430,7 +597,11 @@ class FunctionResponse:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FunctionResponse:
-        return cls(name=d.get("name", ""), response=d.get("response") or {}, id=d.get("id"))
+        k = "function response"
+        d = _obj(d, k)
+        return cls(
+            name=_str(d, "name", k), response=_map(d, "response", k) or {}, id=_opt_str(d, "id", k)
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "response": dict(self.response)}
@@ -449,13 +620,14 @@ class Part:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Part:
+        d = _obj(d, "part")
         fc = d.get("functionCall")
         fr = d.get("functionResponse")
         return cls(
-            text=d.get("text"),
+            text=_opt_str(d, "text", "part"),
             function_call=FunctionCall.from_dict(fc) if fc is not None else None,
             function_response=FunctionResponse.from_dict(fr) if fr is not None else None,
-            thought=d.get("thought"),
+            thought=_opt_bool(d, "thought", "part"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -476,8 +648,10 @@ class Content:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Content:
+        d = _obj(d, "content")
         return cls(
-            role=d.get("role", ""), parts=tuple(Part.from_dict(p) for p in d.get("parts") or ())
+            role=_str(d, "role", "content"),
+            parts=tuple(Part.from_dict(p) for p in _list(d, "parts", "content")),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -527,27 +701,28 @@ class AgentEvent:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AgentEvent:
+        k = "agent event"
+        d = _obj(d, k)
         if not ("Author" in d and "ID" in d and "InvocationID" in d):
             d = _go_spelling(d)  # the current daemon's spelling needs no renaming
         content = d.get("Content")
-        lr = d.get("LongRunningToolIDs")
         return cls(
             content=Content.from_dict(content) if content is not None else None,
-            partial=bool(d.get("Partial", False)),
-            turn_complete=bool(d.get("TurnComplete", False)),
-            interrupted=bool(d.get("Interrupted", False)),
-            error_code=d.get("ErrorCode") or "",
-            error_message=d.get("ErrorMessage") or "",
-            finish_reason=d.get("FinishReason") or "",
-            id=d.get("ID") or "",
-            timestamp=d.get("Timestamp") or "",
-            invocation_id=d.get("InvocationID") or "",
-            branch=d.get("Branch") or "",
-            author=d.get("Author") or "",
-            actions=_frozen_map(d.get("Actions")),
-            long_running_tool_ids=tuple(lr) if lr is not None else None,
-            model_version=d.get("ModelVersion") or "",
-            avg_logprobs=d.get("AvgLogprobs") or 0,
+            partial=_bool(d, "Partial", k),
+            turn_complete=_bool(d, "TurnComplete", k),
+            interrupted=_bool(d, "Interrupted", k),
+            error_code=_str(d, "ErrorCode", k),
+            error_message=_str(d, "ErrorMessage", k),
+            finish_reason=_str(d, "FinishReason", k),
+            id=_str(d, "ID", k),
+            timestamp=_str(d, "Timestamp", k),
+            invocation_id=_str(d, "InvocationID", k),
+            branch=_str(d, "Branch", k),
+            author=_str(d, "Author", k),
+            actions=_map(d, "Actions", k),
+            long_running_tool_ids=_str_tuple(d, "LongRunningToolIDs", k),
+            model_version=_str(d, "ModelVersion", k),
+            avg_logprobs=_num(d, "AvgLogprobs", k),
             citation_metadata=d.get("CitationMetadata"),
             grounding_metadata=d.get("GroundingMetadata"),
             usage_metadata=d.get("UsageMetadata"),
@@ -611,8 +786,10 @@ class AgentFrame:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AgentFrame:
+        d = _obj(d, "agent frame")
         return cls(
-            seq=int(d.get("seq", 0)), event=AgentEvent.from_dict(_req(d, "event", "agent frame"))
+            seq=_int(d, "seq", "agent frame"),
+            event=AgentEvent.from_dict(_req(d, "event", "agent frame")),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -632,13 +809,15 @@ class SubagentEvents:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SubagentEvents:
+        k = "sub-agent events"
+        d = _obj(d, k)
         return cls(
-            agent=d.get("agent", ""),
-            parent_session_id=d.get("parent_session_id", ""),
-            branches=tuple(d.get("branches") or ()),
-            events=tuple(AgentFrame.from_dict(e) for e in d.get("events") or ()),
-            next_since=int(d.get("next_since", 0)),
-            truncated=bool(d.get("truncated", False)),
+            agent=_str(d, "agent", k),
+            parent_session_id=_str(d, "parent_session_id", k),
+            branches=_str_tuple(d, "branches", k) or (),
+            events=tuple(AgentFrame.from_dict(e) for e in _list(d, "events", k)),
+            next_since=_int(d, "next_since", k),
+            truncated=_bool(d, "truncated", k),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -665,12 +844,14 @@ class AgentCard:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AgentCard:
+        k = "agent card"
+        d = _obj(d, k)
         return cls(
-            name=d.get("name"),
-            version=d.get("version"),
-            description=d.get("description"),
-            model=d.get("model"),
-            url=d.get("url"),
+            name=_opt_str(d, "name", k),
+            version=_opt_str(d, "version", k),
+            description=_opt_str(d, "description", k),
+            model=_opt_str(d, "model", k),
+            url=_opt_str(d, "url", k),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -696,16 +877,17 @@ class Capabilities:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Capabilities:
-        sc = d.get("slash_commands")
+        k = "capabilities"
+        d = _obj(d, k)
         agent = d.get("agent")
         return cls(
-            protocol_version=_req(d, "protocol_version", "capabilities"),
-            event_types=tuple(d.get("event_types") or ()),
-            server=d.get("server"),
-            features=_frozen_map(d.get("features")),
-            slash_commands=tuple(sc) if sc is not None else None,
+            protocol_version=_req_str(d, "protocol_version", k),
+            event_types=_str_tuple(d, "event_types", k) or (),
+            server=_opt_str(d, "server", k),
+            features=_map(d, "features", k),
+            slash_commands=_str_tuple(d, "slash_commands", k),
             agent=AgentCard.from_dict(agent) if agent is not None else None,
-            caller_id=d.get("caller_id"),
+            caller_id=_opt_str(d, "caller_id", k),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -743,13 +925,15 @@ class StatusUpdate:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> StatusUpdate:
+        k = "status update"
+        d = _obj(d, k)
         caps = d.get("capabilities")
         return cls(
-            turn_state=d.get("turn_state", ""),
-            model=d.get("model"),
-            provider=d.get("provider"),
-            perm_mode=d.get("perm_mode"),
-            context_pct=d.get("context_pct"),
+            turn_state=_str(d, "turn_state", k),
+            model=_opt_str(d, "model", k),
+            provider=_opt_str(d, "provider", k),
+            perm_mode=_opt_str(d, "perm_mode", k),
+            context_pct=_opt_num(d, "context_pct", k),
             capabilities=Capabilities.from_dict(caps) if caps is not None else None,
         )
 
@@ -779,12 +963,14 @@ class UsageUpdate:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> UsageUpdate:
+        k = "usage update"
+        d = _obj(d, k)
         return cls(
-            tokens_in_total=int(d.get("tokens_in_total", 0)),
-            tokens_out_total=int(d.get("tokens_out_total", 0)),
-            cost_usd_total=float(d.get("cost_usd_total", 0.0)),
-            turns_total=int(d.get("turns_total", 0)),
-            last_turn=_frozen_map(d.get("last_turn")),
+            tokens_in_total=_int(d, "tokens_in_total", k),
+            tokens_out_total=_int(d, "tokens_out_total", k),
+            cost_usd_total=_num(d, "cost_usd_total", k),
+            turns_total=_int(d, "turns_total", k),
+            last_turn=_map(d, "last_turn", k),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -811,10 +997,11 @@ class Inbox:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Inbox:
+        d = _obj(d, "inbox")
         return cls(
-            state=_req(d, "state", "inbox"),
-            prompt_id=d.get("prompt_id", ""),
-            queued_at=d.get("queued_at"),
+            state=_req_str(d, "state", "inbox"),
+            prompt_id=_str(d, "prompt_id", "inbox"),
+            queued_at=_opt_str(d, "queued_at", "inbox"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -838,13 +1025,15 @@ class TurnComplete:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TurnComplete:
+        k = "turn-complete"
+        d = _obj(d, k)
         return cls(
-            prompt_id=d.get("prompt_id", ""),
-            model=d.get("model", ""),
-            tokens_in=int(d.get("tokens_in", 0)),
-            tokens_out=int(d.get("tokens_out", 0)),
-            cost_usd=d.get("cost_usd"),
-            latency_ms=int(d.get("latency_ms", 0)),
+            prompt_id=_str(d, "prompt_id", k),
+            model=_str(d, "model", k),
+            tokens_in=_int(d, "tokens_in", k),
+            tokens_out=_int(d, "tokens_out", k),
+            cost_usd=_opt_num(d, "cost_usd", k),
+            latency_ms=_int(d, "latency_ms", k),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -877,12 +1066,14 @@ class TurnError:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TurnError:
+        k = "turn-error"
+        d = _obj(d, k)
         return cls(
-            kind=d.get("kind", "unknown"),
-            message=d.get("message", ""),
-            retryable=bool(d.get("retryable", False)),
-            code=d.get("code"),
-            hint=d.get("hint"),
+            kind=_str(d, "kind", k, "unknown"),
+            message=_str(d, "message", k),
+            retryable=_bool(d, "retryable", k),
+            code=_opt_str(d, "code", k),
+            hint=_opt_str(d, "hint", k),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -904,7 +1095,7 @@ class Wake:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Wake:
-        return cls(at=_req(d, "at", "wake"))
+        return cls(at=_req_str(_obj(d, "wake"), "at", "wake"))
 
     def to_dict(self) -> dict[str, Any]:
         return {"at": self.at}
@@ -924,12 +1115,13 @@ class Pause:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Pause:
+        d = _obj(d, "pause")
         return cls(
-            state=_req(d, "state", "pause"),
-            at=d.get("at", ""),
-            reason=d.get("reason"),
-            interrupted=d.get("interrupted"),
-            mode=d.get("mode"),
+            state=_req_str(d, "state", "pause"),
+            at=_str(d, "at", "pause"),
+            reason=_opt_str(d, "reason", "pause"),
+            interrupted=_opt_bool(d, "interrupted", "pause"),
+            mode=_opt_str(d, "mode", "pause"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -993,7 +1185,7 @@ def decode_frame(event: str, data: str) -> Frame | None:
         if not isinstance(payload, dict):
             return None
         frame: Frame = cls.from_dict(payload)
-    except (ValueError, TypeError, KeyError, AttributeError, ProtocolError):
+    except (ValueError, RecursionError, ProtocolError):
         return None
     return frame
 

@@ -231,7 +231,14 @@ class InvalidTokenError(CallPeerError, ValueError):
 
 
 class DirectoryError(CallPeerError):
-    """The directory could not produce its roster (hub down, bad answer)."""
+    """The directory could not produce its roster (hub down, bad answer).
+
+    `status_code` is the hub's HTTP status when it answered one, else None.
+    """
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
 
 
 class PeerRequestError(CallPeerError):

@@ -162,3 +162,111 @@ def test_both_spellings_of_an_adk_event_decode_to_the_same_value() -> None:
     }
     tagged = {renamed.get(k, k): v for k, v in go.items()}
     assert wire.AgentEvent.from_dict(tagged) == wire.AgentEvent.from_dict(go)
+
+
+# --- hostile JSON (hypothesis): every type decodes or fails typed ------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=12)
+)
+_JSON = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=5)
+    ),
+    max_leaves=20,
+)
+_WIRE_TYPES = [
+    getattr(wire, name)
+    for name in wire.__all__
+    if isinstance(getattr(wire, name), type) and hasattr(getattr(wire, name), "from_dict")
+]
+
+
+def _keys_of(cls: type) -> list[str]:
+    """The JSON keys a type reads, spelled as the daemon spells them, from a full example."""
+    import attrs
+
+    names = [f.name for f in attrs.fields(cls)]
+    renamed = {"session_id": "sessionID", "function_call": "functionCall"}
+    names = [renamed.get(n, n) for n in names]
+    go = {n.lower(): n for n in wire._TAGGED_TO_GO.values()}
+    return names + [go.get(n.replace("_", ""), n) for n in names]
+
+
+@st.composite
+def _shaped(draw: Any, cls: type) -> Any:
+    """Mostly objects with the type's own keys holding arbitrary JSON; sometimes anything."""
+    if draw(st.integers(0, 9)) == 0:
+        return draw(_JSON)
+    keys = [*_keys_of(cls), "Content", "parts", "event", "text", "peers", "sessions"]
+    chosen = draw(st.lists(st.sampled_from(keys), max_size=8, unique=True))
+    return {k: draw(_JSON) for k in chosen}
+
+
+@pytest.mark.parametrize("cls", _WIRE_TYPES, ids=lambda c: c.__name__)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_arbitrary_json_decodes_to_a_value_or_fails_as_a_protocol_error(
+    cls: type, data: Any
+) -> None:
+    payload = data.draw(_shaped(cls))
+    try:
+        value = cls.from_dict(payload)
+    except ProtocolError:
+        return
+    assert isinstance(value, cls)
+    value.to_dict()  # what decoded re-encodes
+    repr(value)
+
+
+@settings(max_examples=60, deadline=None)
+@given(event=st.sampled_from(sorted(wire._FRAME_TYPES)), payload=_JSON)
+def test_an_arbitrary_frame_decodes_or_is_skipped(event: str, payload: Any) -> None:
+    import json as _json
+
+    frame = wire.decode_frame(event, _json.dumps(payload))
+    if frame is not None and isinstance(frame, wire.AgentFrame):
+        assert isinstance(frame.event.text, str) and isinstance(frame.event.has_function, bool)
+
+
+def test_a_deeply_nested_frame_is_skipped_not_a_recursion_error() -> None:
+    assert wire.decode_frame("agent", "[" * 100_000 + "]" * 100_000) is None
+
+
+def test_numbers_out_of_range_are_protocol_errors() -> None:
+    with pytest.raises(ProtocolError, match="tokens_in"):
+        wire.TurnComplete.from_dict({"tokens_in": float("inf")})
+    with pytest.raises(ProtocolError, match="cost_usd_total"):
+        wire.UsageUpdate.from_dict({"cost_usd_total": float("nan")})
+
+
+def test_a_null_turn_error_message_reads_as_empty_and_a_null_session_id_is_refused() -> None:
+    assert wire.TurnError.from_dict({"kind": "unknown", "message": None}).message == ""
+    with pytest.raises(ProtocolError, match="sessionID"):
+        wire.SessionCreated.from_dict({"app": "a", "sessionID": None})
+
+
+@pytest.mark.parametrize(
+    ("app", "sid"),
+    [
+        ("../../../admin", "x"),
+        ("a", "x?steal=1#"),
+        ("a", ".."),
+        ("a/b", "x"),
+        ("a", "%2e%2e"),
+        ("", "x"),
+    ],
+)
+def test_server_supplied_ids_must_be_plain_path_segments(app: str, sid: str) -> None:
+    with pytest.raises(ProtocolError, match="path segment"):
+        wire.SessionCreated.from_dict({"app": app, "sessionID": sid})
+    with pytest.raises(ProtocolError, match="path segment"):
+        _ = wire.SessionCreated(app=app, user="", session_id=sid).path
