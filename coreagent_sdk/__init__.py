@@ -21,6 +21,7 @@ from ._call_peer import (
 from ._calllog import CallLog, CallRecord
 from ._client import AttachClient
 from ._clock import Clock, FakeClock, SystemClock
+from ._deadline import DEFAULT_REQUEST_TIMEOUT
 from ._directory import (
     Directory,
     DirectoryFunc,
@@ -95,6 +96,7 @@ __all__ = [
     "ConfigLoader",
     "DEFAULT_MAX_INSTANCES",
     "DEFAULT_MAX_RESPONSE_BYTES",
+    "DEFAULT_REQUEST_TIMEOUT",
     "DEFAULT_TIMEOUT",
     "DEFAULT_TOOL_NAME",
     "Directory",

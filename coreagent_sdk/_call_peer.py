@@ -41,6 +41,7 @@ import httpx
 from . import _display, _tracing
 from ._client import MULTI_SESSION_HINT, AttachClient
 from ._clock import Clock, SystemClock
+from ._deadline import governed
 from ._directory import Directory, HubDirectory, Peer, read_token
 from ._endpoint import endpoint_problem
 from ._http import LoopBoundClient
@@ -400,7 +401,10 @@ class CallPeer:
                 await self._check_gate(peer)
             token = read_token(self.token_env, self._environ, self.name)
             try:
-                result = await _within(self.timeout, self._resolve_and_ask(call, prompt, token))
+                # One deadline governs the whole call: the directory's and the
+                # client's own deadlines step aside, so every stall ends here.
+                with governed():
+                    result = await _within(self.timeout, self._resolve_and_ask(call, prompt, token))
             except asyncio.TimeoutError:
                 where = f" (session {call.session_id})" if call.session_id else ""
                 raise PeerTimeoutError(

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator, Collection, Mapping
+from collections.abc import AsyncIterator, Collection, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
 
 from . import _tracing
+from ._deadline import DEFAULT_REQUEST_TIMEOUT, NO_HTTPX_TIMEOUT, outer_deadline, within
 from ._endpoint import checked_base_url, endpoint_problem
 from ._http import make_http_client, read_json, status_error, transport_failure
 from ._inflate import ACCEPT_ENCODING
@@ -29,7 +31,7 @@ from ._wire import (
     WhoAmI,
     checked_segment,
 )
-from .errors import CoreAgentError, ProtocolError, TransportFailure
+from .errors import CoreAgentError, ProtocolError, RequestTimeoutError, TransportFailure
 
 __all__ = ["AttachClient", "MULTI_SESSION_HINT"]
 
@@ -42,6 +44,8 @@ _JSON = "application/json"
 # caller's own deadline bounds it, not a read timeout.
 _STREAM_TIMEOUT = httpx.Timeout(30.0, read=None)
 
+
+T = TypeVar("T")
 
 # What httpx raises while sending or reading: its own errors and stream misuse.
 _HTTPX_ERRORS = (httpx.HTTPError, httpx.StreamError)
@@ -111,7 +115,18 @@ class AttachClient:
         http_client: httpx.AsyncClient | None = None,
         max_line_bytes: int = MAX_LINE_BYTES,
         max_event_bytes: int = MAX_EVENT_BYTES,
+        timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
     ) -> None:
+        if timeout is not None and (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not 0 < timeout < float("inf")
+        ):
+            raise ValueError(
+                f"attach: timeout must be a positive number of seconds or None, got {timeout!r}; "
+                f"the default is {DEFAULT_REQUEST_TIMEOUT:g}"
+            )
+        self.timeout = None if timeout is None else float(timeout)
         self.base_url = dial_base(checked_base_url(base_url, "attach"))
         self._token = checked_token(token, "token=", "attach")
         self._owns_http = http_client is None
@@ -171,6 +186,8 @@ class AttachClient:
 
     def _build(self, method: str, url: str, **kwargs: Any) -> httpx.Request:
         """A request for `url`; a URL httpx cannot encode is a typed error, never dialed."""
+        if self.timeout is not None or outer_deadline():
+            kwargs["timeout"] = NO_HTTPX_TIMEOUT  # the deadline bounds it, not per-read timers
         try:
             return self._http.build_request(method, url, **kwargs)
         except (httpx.InvalidURL, UnicodeError, ValueError) as exc:
@@ -205,7 +222,24 @@ class AttachClient:
             raise error
         return response
 
+    async def _bounded(self, coro: Coroutine[Any, Any, T], what: str) -> T:
+        """`await coro` within this client's deadline (none when a caller's already governs)."""
+        if self.timeout is None or outer_deadline():
+            return await coro
+        try:
+            return await within(self.timeout, coro)
+        except asyncio.TimeoutError:
+            pass
+        raise RequestTimeoutError(
+            f"attach: {what} on {self.base_url} did not finish within {self.timeout:g} s "
+            "(the whole-request deadline); the server is stalled or slow: check it, or "
+            "raise AttachClient(timeout=...)"
+        )
+
     async def _json(self, method: str, path: str, what: str, **kwargs: Any) -> Any:
+        return await self._bounded(self._json_now(method, path, what, **kwargs), f"{method} {path}")
+
+    async def _json_now(self, method: str, path: str, what: str, **kwargs: Any) -> Any:
         response = await self._send(method, path, **kwargs)
         try:
             if response.status_code == 204:
@@ -277,7 +311,7 @@ class AttachClient:
             params=[("since", str(since))] if since is not None else None,
             timeout=_STREAM_TIMEOUT,
         )
-        response = await self._open(request)
+        response = await self._bounded(self._open(request), f"GET {request.url.path}")
         try:
             kind = response.headers.get("content-type", "")
             if kind.split(";", 1)[0].strip().lower() != "text/event-stream":

@@ -12,6 +12,7 @@ import httpx
 
 from . import _display
 from ._client import AttachClient
+from ._deadline import DEFAULT_REQUEST_TIMEOUT, governed, outer_deadline, within
 from ._endpoint import checked_base_url
 from ._http import LoopBoundClient
 from ._token import checked_token, read_token
@@ -178,11 +179,19 @@ class HubDirectory:
         token_env: str | None = None,
         labels: Mapping[str, str] | None = None,
         environ: Mapping[str, str] | None = None,
+        timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
     ) -> None:
         if token is not None and token_env is not None:
             raise ValueError(
                 "directory: pass either token= or token_env=, not both (token_env is read per call)"
             )
+        if timeout is not None and not (isinstance(timeout, (int, float)) and 0 < timeout < 1e9):
+            raise ValueError(
+                f"directory: timeout must be a positive number of seconds or None, got "
+                f"{timeout!r}; the default is {DEFAULT_REQUEST_TIMEOUT:g}"
+            )
+        # Each lookup's deadline; inside CallPeer the call's own deadline governs instead.
+        self.timeout = None if timeout is None else float(timeout)
         self.hub_url = checked_base_url(hub_url, "directory")
         self._http = LoopBoundClient(transport)
         self._token = checked_token(token, "token=", "directory")
@@ -218,7 +227,16 @@ class HubDirectory:
         assert task is not None
         flight.waiters += 1
         try:
-            return await asyncio.shield(task)
+            if self.timeout is None or outer_deadline():
+                return await asyncio.shield(task)
+            try:
+                return await within(self.timeout, asyncio.shield(task))
+            except asyncio.TimeoutError:
+                pass
+            raise DirectoryError(
+                f"directory: the hub {self.hub_url} did not answer GET /peers within "
+                f"{self.timeout:g} s; check that the hub is up, or raise HubDirectory(timeout=...)"
+            )
         except asyncio.CancelledError:
             if not task.done() and flight.waiters == 1:
                 # The last caller left: stop the request rather than finish it for nobody.
@@ -234,8 +252,12 @@ class HubDirectory:
 
     async def _fetch(self, token: str | None, flight: _Flight) -> _Answer:
         try:
-            client = AttachClient(self.hub_url, http_client=self._http.get(), token=token)
-            records = await client.list_peers(self.labels or None)
+            client = AttachClient(
+                self.hub_url, http_client=self._http.get(), token=token, timeout=None
+            )
+            # Bounded by each waiter's deadline (see _answer), not by one of its own.
+            with governed():
+                records = await client.list_peers(self.labels or None)
         except CoreAgentError as exc:
             raise DirectoryError(
                 f"directory: could not list peers on the hub {self.hub_url}: {exc}",

@@ -7,6 +7,7 @@ that raised it and says what to do about it::
     ├── ProtocolError                 an answer that does not follow the wire protocol
     │   └── FrameTooLargeError        an SSE line over the 1 MiB bound
     ├── TransportFailure              the request never got an HTTP answer
+    │   ├── RequestTimeoutError       (also TimeoutError) the whole-request deadline passed
     │   ├── ASGIAppError              (also httpx.TransportError) an in-process app raised
     │   └── NoRouteError              (also httpx.ConnectError) RoutingTransport has no route
     ├── APIStatusError                a non-2xx answer: .status_code, .body (bounded, scrubbed)
@@ -74,6 +75,7 @@ __all__ = [
     "ProtocolError",
     "RateLimitedError",
     "RegistrationError",
+    "RequestTimeoutError",
     "RuntimeCacheError",
     "ServerError",
     "StreamEndedError",
@@ -106,6 +108,10 @@ class FrameTooLargeError(ProtocolError):
 
 class TransportFailure(CoreAgentError):
     """The request did not get an HTTP answer at all."""
+
+
+class RequestTimeoutError(TransportFailure, TimeoutError):
+    """The whole request did not finish within its deadline (`timeout=`)."""
 
 
 class ASGIAppError(TransportFailure, httpx.TransportError):

@@ -29,6 +29,7 @@ SDK = {
     "ConfigLoader",
     "DEFAULT_MAX_INSTANCES",
     "DEFAULT_MAX_RESPONSE_BYTES",
+    "DEFAULT_REQUEST_TIMEOUT",
     "DEFAULT_TIMEOUT",
     "DEFAULT_TOOL_NAME",
     "Directory",

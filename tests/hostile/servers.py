@@ -48,6 +48,7 @@ class RawServer:
         self._tasks: set[asyncio.Task[None]] = set()
         self._server: asyncio.base_events.Server | None = None
         self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
+        self.errors: list[BaseException | None] = []
         self.port = 0
 
     @property
@@ -55,13 +56,17 @@ class RawServer:
         return f"http://127.0.0.1:{self.port}"
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
+        # The handler runs in a task of our own, cancelled when the block ends; the
+        # task asyncio made for the connection then returns normally (cancelling
+        # that one makes asyncio log an error on Python 3.11).
+        task = asyncio.get_running_loop().create_task(self._handler(reader, writer))
         self._tasks.add(task)
         try:
-            await self._handler(reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
+            await asyncio.wait({task})
+            if not task.cancelled() and isinstance(task.exception(), Exception):
+                exc = task.exception()
+                if not isinstance(exc, (ConnectionError, asyncio.IncompleteReadError)):
+                    self.errors.append(exc)
         finally:
             self._tasks.discard(task)
             writer.close()
