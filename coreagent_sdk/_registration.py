@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -14,10 +13,12 @@ import httpx
 
 from ._client import AttachClient
 from ._clock import Clock, SystemClock
+from ._deadline import DEFAULT_REQUEST_TIMEOUT
 from ._directory import read_token
 from ._endpoint import checked_base_url, endpoint_problem
+from ._scrub import scrub
 from ._wire import PeerRecord
-from .errors import CoreAgentError, RegistrationError
+from .errors import CoreAgentError, NotFoundError, RegistrationError
 
 __all__ = ["MIN_HEARTBEAT_INTERVAL", "PeerRegistration", "RegistrationEvent"]
 
@@ -36,14 +37,25 @@ class RegistrationEvent:
 
 
 def _lease_seconds(record: PeerRecord, fallback: float) -> float:
-    """The lease the hub granted: expiry minus last heartbeat, both in the hub's clock."""
+    """The lease the hub granted: expiry minus last heartbeat, both in the hub's clock.
+
+    Whatever the hub wrote there (garbage, naive and aware times mixed, years
+    out of range), a bad value means the requested TTL, never an exception.
+    """
     try:
         expires = datetime.fromisoformat(record.lease_expires_at.replace("Z", "+00:00"))
         beat = datetime.fromisoformat(record.last_heartbeat.replace("Z", "+00:00"))
-    except ValueError:
+        seconds = (expires - beat).total_seconds()
+    except (ValueError, TypeError, OverflowError):
         return fallback
-    seconds = (expires - beat).total_seconds()
-    return seconds if seconds > 0 else fallback
+    return seconds if 0 < seconds < float("inf") else fallback
+
+
+def _described(exc: BaseException) -> str:
+    """An error for a log line or event; a foreign one is named and scrubbed like ours."""
+    if isinstance(exc, CoreAgentError):
+        return str(exc)
+    return scrub(f"{type(exc).__name__}: {exc}")
 
 
 class PeerRegistration:
@@ -70,8 +82,10 @@ class PeerRegistration:
         clock: Clock | None = None,
         on_event: Callable[[RegistrationEvent], None] | None = None,
         logger: logging.Logger | None = None,
+        timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
     ) -> None:
         self.hub_url = checked_base_url(hub_url, "registration")
+        self.timeout = timeout  # each request to the hub: checked by AttachClient
         if not name:
             raise ValueError("registration: name is required; pick the name callers will use")
         problem = endpoint_problem(endpoint)
@@ -128,7 +142,9 @@ class PeerRegistration:
 
     async def __aenter__(self) -> PeerRegistration:
         token = read_token(self._token_env, self._environ, "registration")
-        self._client = AttachClient(self.hub_url, transport=self._transport, token=token)
+        self._client = AttachClient(
+            self.hub_url, transport=self._transport, token=token, timeout=self.timeout
+        )
         try:
             await self._register()
         except CoreAgentError as exc:
@@ -139,27 +155,52 @@ class PeerRegistration:
         self._task = asyncio.get_running_loop().create_task(self._keep_alive())
         return self
 
+    def _wait(self, failures: int) -> float:
+        """Seconds until the next attempt: the interval, or sooner while attempts fail.
+
+        After a failure the lease is at stake, so the retry comes after 1 s,
+        then 2, 4, ... (backing off from a struggling hub) up to the interval.
+        """
+        interval = self.interval()
+        if failures == 0:
+            return interval
+        return min(interval, MIN_HEARTBEAT_INTERVAL * 2.0 ** min(failures - 1, 30))
+
     async def _keep_alive(self) -> None:
+        """Heartbeat until cancelled; no single answer, however bad, ends the loop."""
         assert self._client is not None
+        failures = 0
         while True:
-            await self._clock.sleep(self.interval())
+            await self._clock.sleep(self._wait(failures))
             try:
                 if self.record is None or not self.record.registration_id:
                     await self._register()
-                    continue
-                self.record = await self._client.heartbeat(self.record.registration_id)
-                self.heartbeats += 1
-                self._emit("heartbeat")
-            except CoreAgentError as exc:
+                else:
+                    self.record = await self._client.heartbeat(self.record.registration_id)
+                    self.heartbeats += 1
+                    self._emit("heartbeat")
+                failures = 0
+            except asyncio.CancelledError:
+                raise
+            except NotFoundError as exc:
+                # The hub forgot this registration (restart, prune): register again now.
                 self._log.warning("registration: heartbeat for %r failed: %s", self.name, exc)
-                self._emit("heartbeat_failed", error=str(exc))
+                self._emit("heartbeat_failed", error=_described(exc))
                 try:
                     await self._register()
-                except CoreAgentError as again:
-                    # Keep the old record's cadence and try again next interval.
+                    failures = 0
+                except Exception as again:
+                    failures += 1
                     self._log.warning(
-                        "registration: re-registering %r failed: %s", self.name, again
+                        "registration: re-registering %r failed: %s", self.name, _described(again)
                     )
+            except Exception as exc:
+                # Any other bad answer: keep the registration, log, retry sooner.
+                failures += 1
+                self._log.warning(
+                    "registration: heartbeat for %r failed: %s", self.name, _described(exc)
+                )
+                self._emit("heartbeat_failed", error=_described(exc))
 
     async def __aexit__(
         self,
@@ -167,11 +208,21 @@ class PeerRegistration:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        """Stop heartbeating, deregister and close, whatever happened before."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            except Exception as died:
+                # Never raised into the caller's `async with`: leaving must still clean up.
+                self._log.error(
+                    "registration: the keep-alive of %r had stopped: %s",
+                    self.name,
+                    _described(died),
+                )
         client, self._client = self._client, None
         if client is None:
             return
@@ -179,8 +230,10 @@ class PeerRegistration:
             if self.record is not None and self.record.registration_id:
                 await client.deregister(self.record.registration_id)
                 self._emit("deregistered")
-        except CoreAgentError as err:
-            self._log.warning("registration: deregistering %r failed: %s", self.name, err)
+        except Exception as err:
+            self._log.warning(
+                "registration: deregistering %r failed: %s", self.name, _described(err)
+            )
         finally:
             self.record = None
             await client.aclose()
