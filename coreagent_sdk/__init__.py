@@ -32,6 +32,7 @@ from ._directory import (
     lookup_peer,
 )
 from ._endpoint import endpoint_problem
+from ._hosts import HostAllowList
 from ._recording import (
     RECORDING_VERSION,
     Recording,
@@ -104,6 +105,7 @@ __all__ = [
     "FakeClock",
     "Frame",
     "Gate",
+    "HostAllowList",
     "HubDirectory",
     "Inbox",
     "InjectResult",

@@ -43,7 +43,8 @@ from ._client import MULTI_SESSION_HINT, AttachClient
 from ._clock import Clock, SystemClock
 from ._deadline import governed
 from ._directory import Directory, HubDirectory, Peer, read_token
-from ._endpoint import endpoint_problem
+from ._endpoint import endpoint_problem, shown_url
+from ._hosts import HostAllowList
 from ._http import LoopBoundClient
 from ._rate_limit import waiting_out_rate_limits
 from ._scrub import scrub, server_text
@@ -95,6 +96,7 @@ _SEPARATOR = "\n\n"
 # All a delegation reads; capabilities, status and inbox frames go unparsed.
 _READ_TYPES = frozenset({"agent", "turn-complete", "turn-error"})
 _READING = "the event stream"  # the step of a delegation that reads the turn
+_MAX_LISTED = 50  # names listed in an unknown-peer error
 _MAX_QUOTED = 1000  # characters of a peer's own words quoted in an error message
 
 Gate = Callable[[str, str], "Awaitable[None] | None"]
@@ -247,6 +249,7 @@ class CallPeer:
         logger: logging.Logger | None = None,
         wait_on_rate_limit: bool = False,
         clock: Clock | None = None,
+        allowed_hosts: Iterable[str] | HostAllowList | None = None,
     ) -> None:
         if (
             isinstance(timeout, bool)
@@ -287,6 +290,12 @@ class CallPeer:
         self._on_event = on_event
         self._log = logger if logger is not None else _log
         self._http = LoopBoundClient(transport)
+        # Hosts this tool may dial (None: any); checked before anything is sent.
+        self.allowed_hosts = (
+            allowed_hosts
+            if allowed_hosts is None or isinstance(allowed_hosts, HostAllowList)
+            else HostAllowList(allowed_hosts)
+        )
         self.wait_on_rate_limit = bool(wait_on_rate_limit)
         self._clock: Clock = clock if clock is not None else SystemClock()
 
@@ -451,7 +460,11 @@ class CallPeer:
                     continue
                 allowed.append(name)
             names = allowed
-        return ", ".join(names) or "none allowed"
+        # Quoted as Go's %q would: a name cannot forge a line in the model's context.
+        shown = ", ".join(_q(n) for n in names[:_MAX_LISTED])
+        if len(names) > _MAX_LISTED:
+            shown += f", and {len(names) - _MAX_LISTED} more"
+        return shown or "none allowed"
 
     async def _resolve_and_ask(self, call: _Call, prompt: str, token: str | None) -> CallPeerResult:
         target = await self._resolve(call.peer)
@@ -488,8 +501,9 @@ class CallPeer:
         problem = endpoint_problem(candidate.endpoint)
         if problem is not None:
             raise InvalidEndpointError(
-                f"{self.name}: peer {_q(name)} has endpoint {candidate.endpoint!r}, which is "
-                f"refused: {problem}; re-register the peer with an absolute http(s) URL with a host"
+                f"{self.name}: peer {_q(name)} has endpoint {shown_url(candidate.endpoint)!r}, "
+                f"which is refused: {problem}; re-register the peer with an absolute http(s) "
+                "URL with a host"
             )
         return candidate
 
@@ -533,6 +547,14 @@ class CallPeer:
     async def _ask(
         self, call: _Call, target: Peer, prompt: str, token: str | None
     ) -> CallPeerResult:
+        hosts = self.allowed_hosts
+        if hosts is not None and not hosts.allows(target.endpoint):
+            raise InvalidEndpointError(
+                f"{self.name}: peer {_q(call.peer)} is at host "
+                f"{hosts.host_of(target.endpoint)!r}, which is not in allowed_hosts "
+                f"({', '.join(hosts.patterns) or 'empty'}); nothing was sent. Add the host "
+                "to allowed_hosts if it is trusted"
+            )
         client = AttachClient(target.endpoint, http_client=self._http.get(), token=token)
         step = "POST /sessions"
         try:

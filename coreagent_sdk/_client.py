@@ -14,7 +14,7 @@ import httpx
 
 from . import _tracing
 from ._deadline import DEFAULT_REQUEST_TIMEOUT, NO_HTTPX_TIMEOUT, outer_deadline, within
-from ._endpoint import checked_base_url, endpoint_problem
+from ._endpoint import checked_base_url, endpoint_problem, shown_url
 from ._http import make_http_client, read_json, status_error, transport_failure
 from ._inflate import ACCEPT_ENCODING
 from ._sse import MAX_EVENT_BYTES, MAX_LINE_BYTES, iter_frames
@@ -142,7 +142,7 @@ class AttachClient:
 
     def __repr__(self) -> str:
         token = "set" if self._token else "none"
-        return f"AttachClient({self.base_url!r}, token={token})"
+        return f"AttachClient({shown_url(self.base_url)!r}, token={token})"
 
     async def __aenter__(self) -> AttachClient:
         return self
@@ -192,8 +192,8 @@ class AttachClient:
             return self._http.build_request(method, url, **kwargs)
         except (httpx.InvalidURL, UnicodeError, ValueError) as exc:
             failure = TransportFailure(
-                f"attach: cannot send {method} to {self.base_url}: httpx refuses the URL "
-                f"({type(exc).__name__}); check the endpoint"
+                f"attach: cannot send {method} to {shown_url(self.base_url)}: httpx refuses "
+                f"the URL ({type(exc).__name__}); check the endpoint"
             )
         raise failure  # outside the handler: the refused URL stays out of __context__
 
@@ -206,7 +206,7 @@ class AttachClient:
         except _HTTPX_ERRORS as exc:
             if isinstance(exc, CoreAgentError):
                 raise  # already ours: chaining it to itself would print it twice
-            raise transport_failure(exc, self.base_url, "attach") from exc
+            raise transport_failure(exc, shown_url(self.base_url), "attach") from exc
         if response.status_code >= 300:
             try:
                 hint = (hint_by_status or {}).get(response.status_code, "")
@@ -216,7 +216,7 @@ class AttachClient:
             except _HTTPX_ERRORS as exc:
                 if isinstance(exc, CoreAgentError):
                     raise
-                raise transport_failure(exc, self.base_url, "attach") from exc
+                raise transport_failure(exc, shown_url(self.base_url), "attach") from exc
             finally:
                 await response.aclose()
             raise error
@@ -231,9 +231,9 @@ class AttachClient:
         except asyncio.TimeoutError:
             pass
         raise RequestTimeoutError(
-            f"attach: {what} on {self.base_url} did not finish within {self.timeout:g} s "
-            "(the whole-request deadline); the server is stalled or slow: check it, or "
-            "raise AttachClient(timeout=...)"
+            f"attach: {what} on {shown_url(self.base_url)} did not finish within "
+            f"{self.timeout:g} s (the whole-request deadline); the server is stalled or "
+            "slow: check it, or raise AttachClient(timeout=...)"
         )
 
     async def _json(self, method: str, path: str, what: str, **kwargs: Any) -> Any:
@@ -249,7 +249,7 @@ class AttachClient:
             # A body cut short, a broken stream: the answer never arrived whole.
             if isinstance(exc, CoreAgentError):
                 raise
-            raise transport_failure(exc, self.base_url, "attach") from exc
+            raise transport_failure(exc, shown_url(self.base_url), "attach") from exc
         finally:
             await response.aclose()
 
@@ -324,7 +324,7 @@ class AttachClient:
             theirs = response.headers.get(_VERSION_HEADER)
             if theirs and _major(theirs) != _major(PROTOCOL_VERSION):
                 raise ProtocolError(
-                    f"attach: {self.base_url} speaks protocol {theirs}, this SDK speaks "
+                    f"attach: {shown_url(self.base_url)} speaks protocol {theirs}, this SDK speaks "
                     f"{PROTOCOL_VERSION}; use an SDK release for major version {_major(theirs)}"
                 )
             frames = iter_frames(
@@ -367,8 +367,8 @@ class AttachClient:
         problem = endpoint_problem(endpoint)
         if problem is not None:
             raise ValueError(
-                f"attach: endpoint {endpoint!r} for peer {name!r} is refused: {problem}; "
-                "register an absolute http(s) URL with a host"
+                f"attach: endpoint {shown_url(endpoint)!r} for peer {name!r} is refused: "
+                f"{problem}; register an absolute http(s) URL with a host"
             )
         body: dict[str, Any] = {"name": name, "endpoint": endpoint}
         if labels:

@@ -13,7 +13,8 @@ import httpx
 from . import _display
 from ._client import AttachClient
 from ._deadline import DEFAULT_REQUEST_TIMEOUT, governed, outer_deadline, within
-from ._endpoint import checked_base_url
+from ._endpoint import checked_base_url, shown_url
+from ._hosts import HostAllowList
 from ._http import LoopBoundClient
 from ._token import checked_token, read_token
 from ._wire import labels_dict
@@ -180,6 +181,7 @@ class HubDirectory:
         labels: Mapping[str, str] | None = None,
         environ: Mapping[str, str] | None = None,
         timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
+        allowed_hosts: Iterable[str] | HostAllowList | None = None,
     ) -> None:
         if token is not None and token_env is not None:
             raise ValueError(
@@ -194,6 +196,12 @@ class HubDirectory:
         self.timeout = None if timeout is None else float(timeout)
         self.hub_url = checked_base_url(hub_url, "directory")
         self._http = LoopBoundClient(transport)
+        # Peers on other hosts are left out of the roster, as if not registered.
+        self.allowed_hosts = (
+            allowed_hosts
+            if allowed_hosts is None or isinstance(allowed_hosts, HostAllowList)
+            else HostAllowList(allowed_hosts)
+        )
         self._token = checked_token(token, "token=", "directory")
         self._token_env = token_env
         self._environ = environ
@@ -203,7 +211,7 @@ class HubDirectory:
         self._flights: dict[str | None, _Flight] = {}
 
     def __repr__(self) -> str:
-        return f"HubDirectory({self.hub_url!r}, labels={self.labels!r})"
+        return f"HubDirectory({shown_url(self.hub_url)!r}, labels={self.labels!r})"
 
     async def peers(self) -> Sequence[Peer]:
         return (await self._answer()).peers
@@ -234,7 +242,7 @@ class HubDirectory:
             except asyncio.TimeoutError:
                 pass
             raise DirectoryError(
-                f"directory: the hub {self.hub_url} did not answer GET /peers within "
+                f"directory: the hub {shown_url(self.hub_url)} did not answer GET /peers within "
                 f"{self.timeout:g} s; check that the hub is up, or raise HubDirectory(timeout=...)"
             )
         except asyncio.CancelledError:
@@ -260,14 +268,21 @@ class HubDirectory:
                 records = await client.list_peers(self.labels or None)
         except CoreAgentError as exc:
             raise DirectoryError(
-                f"directory: could not list peers on the hub {self.hub_url}: {exc}",
+                f"directory: could not list peers on the hub {shown_url(self.hub_url)}: {exc}",
                 status_code=exc.status_code if isinstance(exc, APIStatusError) else None,
             ) from exc
         finally:
             # Synchronously with the answer, before any waiter resumes: from here on a
             # new caller starts a new request instead of riding on a finished one.
             self._land(token, flight)
-        return _Answer(Roster(Peer(r.name, r.endpoint, r.labels) for r in records))
+        hosts = self.allowed_hosts
+        return _Answer(
+            Roster(
+                Peer(r.name, r.endpoint, r.labels)
+                for r in records
+                if hosts is None or hosts.allows(r.endpoint)
+            )
+        )
 
     async def aclose(self) -> None:
         """Release pooled connections; the directory stays usable."""

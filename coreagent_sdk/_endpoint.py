@@ -13,7 +13,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
-__all__ = ["checked_base_url", "endpoint_problem"]
+from ._scrub import register
+
+__all__ = ["checked_base_url", "endpoint_problem", "shown_url"]
 
 _ALLOWED_SCHEMES = ("http", "https")
 
@@ -22,7 +24,34 @@ def endpoint_problem(url: object) -> str | None:
     """Why `url` is not an absolute http(s) URL with a host, or None when it is."""
     if not isinstance(url, str):
         return f"it is a {type(url).__name__}, not a string"
+    password = _password(url)
+    if password:
+        register(password)  # the scrubber keeps it out of any message a server echoes
     return _string_problem(url)
+
+
+@functools.lru_cache(maxsize=1024)
+def _password(url: str) -> str | None:
+    try:
+        return urlsplit(url).password
+    except ValueError:
+        return None
+
+
+def shown_url(url: str) -> str:
+    """`url` for messages and reprs: a userinfo password is masked as `***`."""
+    if not isinstance(url, str) or "@" not in url:
+        return url
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return url
+    if password is None:
+        return url
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user = userinfo.split(":", 1)[0]
+    return parts._replace(netloc=f"{user}:***@{hostport}").geturl()
 
 
 # A pure function of the string, checked on every dial: the cache makes the
@@ -61,7 +90,8 @@ def checked_base_url(url: str, component: str) -> str:
     problem = endpoint_problem(url)
     if problem is not None:
         raise ValueError(
-            f"{component}: URL {url!r} is refused: {problem}; pass an absolute http(s) URL "
+            f"{component}: URL {shown_url(url)!r} is refused: {problem}; pass an absolute "
+            "http(s) URL "
             "with a host, such as 'http://127.0.0.1:8844'"
         )
     return url.rstrip("/")

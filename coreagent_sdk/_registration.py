@@ -15,7 +15,7 @@ from ._client import AttachClient
 from ._clock import Clock, SystemClock
 from ._deadline import DEFAULT_REQUEST_TIMEOUT
 from ._directory import read_token
-from ._endpoint import checked_base_url, endpoint_problem
+from ._endpoint import checked_base_url, endpoint_problem, shown_url
 from ._scrub import scrub
 from ._wire import PeerRecord
 from .errors import CoreAgentError, NotFoundError, RegistrationError
@@ -91,8 +91,8 @@ class PeerRegistration:
         problem = endpoint_problem(endpoint)
         if problem is not None:
             raise ValueError(
-                f"registration: endpoint {endpoint!r} is refused: {problem}; register an "
-                "absolute http(s) URL with a host where this peer can be reached"
+                f"registration: endpoint {shown_url(endpoint)!r} is refused: {problem}; "
+                "register an absolute http(s) URL with a host where this peer can be reached"
             )
         if ttl <= 0:
             raise ValueError(f"registration: ttl must be > 0 seconds, got {ttl!r}")
@@ -114,7 +114,10 @@ class PeerRegistration:
 
     def __repr__(self) -> str:
         state = "registered" if self.record is not None else "not registered"
-        return f"PeerRegistration({self.name!r} at {self.endpoint!r} on {self.hub_url!r}, {state})"
+        return (
+            f"PeerRegistration({self.name!r} at {shown_url(self.endpoint)!r} on "
+            f"{shown_url(self.hub_url)!r}, {state})"
+        )
 
     @property
     def registration_id(self) -> str:
@@ -150,7 +153,8 @@ class PeerRegistration:
         except CoreAgentError as exc:
             await self._client.aclose()
             raise RegistrationError(
-                f"registration: could not register {self.name!r} on {self.hub_url}: {exc}"
+                f"registration: could not register {self.name!r} on "
+                f"{shown_url(self.hub_url)}: {exc}"
             ) from exc
         self._task = asyncio.get_running_loop().create_task(self._keep_alive())
         return self

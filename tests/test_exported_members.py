@@ -37,6 +37,7 @@ SDK = {
     "FakeClock",
     "Frame",
     "Gate",
+    "HostAllowList",
     "HubDirectory",
     "Inbox",
     "InjectResult",

@@ -54,7 +54,7 @@ async def dribble(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
 
 async def stalled_body(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """Sessions answer headers promptly, then the body stalls; everything else never answers."""
-    method, target, _, _ = await read_request(reader)
+    _, target, _, _ = await read_request(reader)
     if target == "/sessions":
         writer.write(b"HTTP/1.1 201 Created\r\nContent-Length: 500\r\n\r\n{")
         await writer.drain()

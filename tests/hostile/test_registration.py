@@ -112,6 +112,7 @@ async def test_a_failed_heartbeat_is_logged_and_retried_sooner_than_the_interval
     clock = FakeClock()
     events: asyncio.Queue[RegistrationEvent] = asyncio.Queue()
     async with joined(hub, clock, events) as reg:
+        assert reg.interval() == 10.0
         await clock.until_sleeping()
         clock.advance(10)
         failed = await next_event(events, "heartbeat_failed")
