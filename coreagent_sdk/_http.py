@@ -54,15 +54,18 @@ def make_http_client(transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncC
 
 
 async def read_bounded(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
-    """Up to `limit` bytes of a streamed (inflated if need be) body, and whether there was more."""
-    chunks: list[bytes] = []
-    size = 0
+    """Up to `limit` bytes of a streamed (inflated if need be) body, and whether there was more.
+
+    Holds at most `limit` plus one chunk: the body grows in place and is cut
+    where it passes the limit, with no joined or sliced copies on the way.
+    """
+    body = bytearray()
     async for chunk in body_chunks(response):
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > limit:
-            return b"".join(chunks)[:limit], True
-    return b"".join(chunks), False
+        body += chunk
+        if len(body) > limit:
+            del body[limit:]
+            return bytes(body), True
+    return bytes(body), False
 
 
 async def read_json(response: httpx.Response, what: str) -> Any:

@@ -131,8 +131,8 @@ async def test_an_unknown_name_lists_the_registered_peers_and_dials_nothing(reac
     with pytest.raises(UnknownPeerError) as info:
         await reach.call_peer().acall(peer="prod-9", prompt="hi")
     assert str(info.value) == (
-        'call_peer: unknown peer "prod-9" (registered: accents, broken, dropper, echo, euros, '
-        "long, prod-1, sleepy, solo)"
+        'call_peer: unknown peer "prod-9" (registered: "accents", "broken", "dropper", "echo", '
+        '"euros", "long", "prod-1", "sleepy", "solo")'
     )
     assert sessions_opened(reach.fleet) == 0
 
@@ -141,7 +141,7 @@ async def test_an_empty_name_lists_the_registered_peers(reach) -> None:
     with pytest.raises(
         UnknownPeerError,
         match=r"^call_peer: peer is required \(registered: "
-        r"accents, broken, .*, solo\)$",
+        r'"accents", "broken", .*, "solo"\)$',
     ):
         await reach.call_peer().acall(peer="", prompt="hi")
     assert sessions_opened(reach.fleet) == 0
@@ -218,9 +218,9 @@ async def test_the_allow_list_matches_globs_on_the_configured_tool_name(reach) -
     assert (await tool.acall(peer="echo", prompt="ok")).response == "ok"
     with pytest.raises(PermissionDeniedError, match="add a pattern such as 'delegate:prod-1'"):
         await tool.acall(peer="prod-1", prompt="no")
-    with pytest.raises(UnknownPeerError, match=r"peer is required \(registered: echo\)"):
+    with pytest.raises(UnknownPeerError, match=r'peer is required \(registered: "echo"\)'):
         await tool.acall(peer="", prompt="which peers may I use?")
-    with pytest.raises(UnknownPeerError, match=r'unknown peer "echo-2" \(registered: echo\)$'):
+    with pytest.raises(UnknownPeerError, match=r'unknown peer "echo-2" \(registered: "echo"\)$'):
         await tool.acall(peer="echo-2", prompt="allowed by the glob, but not registered")
 
 
