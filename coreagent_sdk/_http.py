@@ -53,19 +53,19 @@ def make_http_client(transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncC
     )
 
 
-async def read_bounded(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
+async def read_bounded(response: httpx.Response, limit: int) -> tuple[bytearray, bool]:
     """Up to `limit` bytes of a streamed (inflated if need be) body, and whether there was more.
 
     Holds at most `limit` plus one chunk: the body grows in place and is cut
-    where it passes the limit, with no joined or sliced copies on the way.
+    where it passes the limit, and is handed back as it is, never copied.
     """
     body = bytearray()
     async for chunk in body_chunks(response):
         body += chunk
         if len(body) > limit:
             del body[limit:]
-            return bytes(body), True
-    return bytes(body), False
+            return body, True
+    return body, False
 
 
 async def read_json(response: httpx.Response, what: str) -> Any:

@@ -90,13 +90,13 @@ def slack() -> int:
     return _longest
 
 
-def server_text(raw: bytes | str, limit: int) -> tuple[str, bool]:
+def server_text(raw: bytes | bytearray | str, limit: int) -> tuple[str, bool]:
     """Server-sent text for a message: decoded, scrubbed, then cut to `limit` characters.
 
     Returns the text and whether it was cut. Read `limit + slack()` bytes so
     that the scrub sees a secret lying across the cut.
     """
-    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    text = raw if isinstance(raw, str) else bytes(raw).decode("utf-8", "replace")
     text = scrub(text)
     if len(text) > limit:
         return text[:limit], True
