@@ -69,7 +69,7 @@ async def test_the_call_log_view_follows_real_concurrent_calls() -> None:
     await fleet.aclose()
 
 
-async def test_the_fleet_view_shows_a_peer_joining_expiring_and_coming_back() -> None:
+async def test_the_fleet_view_shows_peers_joining_expiring_coming_back_and_leaving() -> None:
     clock = FakeClock()
     fleet = Fleet(clock=clock)
     fleet.add_peer("prod-1", behaviors.echo())
@@ -84,6 +84,11 @@ async def test_the_fleet_view_shows_a_peer_joining_expiring_and_coming_back() ->
     fleet.expire("prod-2")
     await _until(lambda: states() == {"prod-1": "live", "prod-2": "expired"})
     assert [r.state for r in view.rows] == ["live", "expired"]
+    fleet.revive("prod-2")
+    await _until(lambda: states() == {"prod-1": "live", "prod-2": "live"})
+    fleet.remove_peer("prod-2")
+    await _until(lambda: states() == {"prod-1": "live"})
+    assert repr(view).startswith("FleetView([prod-1]")
     updates = view.updates
     await asyncio.sleep(0.1)  # ten ticks of an unchanged roster send nothing
     assert view.updates == updates
