@@ -611,7 +611,9 @@ class CallPeer:
                         return cut.rstrip(), True
                     pieces.append(text)
                     size = grown
-                if event.turn_complete or (text and by_model and not event.has_function):
+                # Only the peer's own events end the turn: a TurnComplete on the echoed
+                # prompt or on an author-less event is ignored, as Go's call_peer does.
+                if by_model and (event.turn_complete or (text and not event.has_function)):
                     break
             elif kind is TurnComplete:
                 break

@@ -186,3 +186,91 @@ async def test_the_hub_accepts_endpoints_with_a_path_query_fragment_or_userinfo(
                 await http.post(f"{fleet.hub_url}/peers", headers=JSON, json=body)
             ).status_code == 201
     await fleet.aclose()
+
+
+# --- deliberate choices on call_peer, each beside the Go behaviour ------------------------
+
+
+def _agent(author: str, text: str, *, turn_complete: bool = False, thought: bool = False) -> bytes:
+    part: dict[str, Any] = {"text": text}
+    if thought:
+        part["thought"] = True
+    event = {
+        "Content": {"role": "user" if author == "user" else "model", "parts": [part]},
+        "Partial": False,
+        "TurnComplete": turn_complete,
+        "Author": author,
+        "ID": "e-1",
+    }
+    return b"event: agent\ndata: " + json.dumps({"seq": 1, "event": event}).encode() + b"\n\n"
+
+
+def scripted_peer(frames: list[bytes]) -> Any:
+    """A minimal ASGI daemon: one session, whose stream sends `frames` after inject."""
+    injected = asyncio.Event()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        path, method = scope["path"], scope["method"]
+
+        async def answer(status: int, body: bytes, ctype: bytes = b"application/json") -> None:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": status,
+                    "headers": [(b"content-type", ctype)],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+
+        if method == "POST" and path == "/sessions":
+            body = {
+                "app": "a",
+                "user": "u",
+                "sessionID": "s-1",
+                "url": "http://peer/sessions/a/s-1",
+            }
+            await answer(201, json.dumps(body).encode())
+        elif path.endswith("/inject"):
+            injected.set()
+            await answer(200, b'{"injected":"x","session":"s-1","woke":true}')
+        else:
+            start = {"type": "http.response.start", "status": 200}
+            await send({**start, "headers": [(b"content-type", b"text/event-stream")]})
+            await injected.wait()
+            for frame in frames:
+                await send({"type": "http.response.body", "body": frame, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+
+    return app
+
+
+async def test_a_turn_complete_on_the_echoed_prompt_does_not_end_the_turn() -> None:
+    """Go's call_peer ignores TurnComplete on user or author-less events; so does CallPeer."""
+    from coreagent_sdk import ASGITransport
+
+    frames = [
+        _agent("user", "status?", turn_complete=True),
+        _agent("", "", turn_complete=True),
+        _agent("peer", "all good"),
+    ]
+    tool = CallPeer(
+        StaticDirectory([Peer("peer", "http://peer")]),
+        transport=ASGITransport(scripted_peer(frames)),
+        timeout=5,
+    )
+    assert (await tool.acall(peer="peer", prompt="status?")).response == "all good"
+    await tool.aclose()
+
+
+async def test_thought_parts_stay_out_of_the_answer() -> None:
+    """Go counts thought parts as answer text; CallPeer leaves a model's reasoning out."""
+    from coreagent_sdk import ASGITransport
+
+    frames = [_agent("peer", "let me think", thought=True), _agent("peer", "all good")]
+    tool = CallPeer(
+        StaticDirectory([Peer("peer", "http://peer")]),
+        transport=ASGITransport(scripted_peer(frames)),
+        timeout=5,
+    )
+    assert (await tool.acall(peer="peer", prompt="status?")).response == "all good"
+    await tool.aclose()
