@@ -32,7 +32,7 @@ import logging
 import re
 import sys
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import attrs
@@ -42,7 +42,7 @@ from . import _display, _tracing
 from ._client import MULTI_SESSION_HINT, AttachClient
 from ._clock import Clock, SystemClock
 from ._deadline import governed
-from ._directory import Directory, HubDirectory, Peer, read_token
+from ._directory import Directory, HubDirectory, Peer, lookup_peer, read_token
 from ._endpoint import endpoint_problem, shown_url
 from ._hosts import HostAllowList
 from ._http import LoopBoundClient
@@ -98,6 +98,9 @@ _READ_TYPES = frozenset({"agent", "turn-complete", "turn-error"})
 _READING = "the event stream"  # the step of a delegation that reads the turn
 _MAX_LISTED = 50  # names listed in an unknown-peer error
 _MAX_QUOTED = 1000  # characters of a peer's own words quoted in an error message
+# The daemon's cap on an inject body (protocol.md: write bodies, inject 8 KiB). A prompt
+# over it is refused before any request, so no session is left open on the peer.
+_MAX_INJECT_BYTES = 8 * 1024
 
 Gate = Callable[[str, str], "Awaitable[None] | None"]
 """A gate: `gate(tool, peer)`, sync or async; it raises `PermissionDeniedError` to refuse."""
@@ -109,6 +112,32 @@ _log = logging.getLogger("coreagent_sdk.call_peer")
 def _q(value: str) -> str:
     # Go's %q, which the daemon's own messages use: "x" with escapes.
     return json.dumps(value, ensure_ascii=False)
+
+
+def _check_prompt(tool: str, peer: str, prompt: object) -> None:
+    """Refuse a prompt the peer cannot take, before any request (no orphan session)."""
+    if not isinstance(prompt, str):
+        raise InvalidArgumentError(
+            f"{tool}: prompt must be a string (the task for peer {_q(peer)}), "
+            f"got {type(prompt).__name__}"
+        )
+    if not prompt.strip():
+        raise InvalidArgumentError(f"{tool}: prompt is empty; say what peer {_q(peer)} should do")
+    try:
+        size = len(json.dumps({"message": prompt}).encode())
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgumentError(
+            f"{tool}: prompt is not valid Unicode text (a lone surrogate "
+            f"{prompt[exc.start]!r} at index {exc.start}); decode your input with "
+            "errors='replace' or remove it"
+        ) from None
+    if size > _MAX_INJECT_BYTES:
+        raise InvalidArgumentError(
+            f"{tool}: prompt is {size} bytes as an inject body, over the daemon's "
+            f"{_MAX_INJECT_BYTES}-byte (8 KiB) inject cap; shorten it, or hand the peer a "
+            "reference (a path, a URL it can read) instead of the content"
+        )
 
 
 if sys.version_info >= (3, 11):
@@ -275,6 +304,18 @@ class CallPeer:
                 f"call_peer: tool name {name!r} is not usable by function-calling APIs; "
                 "use 1-64 letters, digits, '_' or '-' (the default is 'call_peer')"
             )
+        if not callable(getattr(directory, "peers", None)):
+            shown = repr(directory)
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            hint = (
+                f"; for a hub URL use HubDirectory({shown})"
+                if isinstance(directory, str)
+                else "; use HubDirectory(hub_url), StaticDirectory(peers) or DirectoryFunc(fn)"
+            )
+            raise TypeError(
+                f"call_peer: directory must be a Directory (an object with async peers()), "
+                f"got {type(directory).__name__} {shown}{hint}"
+            )
         if token_env is not None and (not isinstance(token_env, str) or not token_env.strip()):
             raise ValueError(
                 f"call_peer: token_env must name an environment variable, got {token_env!r}"
@@ -402,10 +443,7 @@ class CallPeer:
                 raise InvalidArgumentError(
                     f"{self.name}: peer must be a peer name (a string), got {type(peer).__name__}"
                 )
-            if not isinstance(prompt, str) or not prompt.strip():
-                raise InvalidArgumentError(
-                    f"{self.name}: prompt is empty; say what peer {_q(peer)} should do"
-                )
+            _check_prompt(self.name, peer, prompt)
             if peer.strip():
                 await self._check_gate(peer)
             token = read_token(self.token_env, self._environ, self.name)
@@ -449,7 +487,7 @@ class CallPeer:
             await verdict
 
     async def _listed(self, roster: Iterable[Peer]) -> str:
-        """The roster's names for an error message, sorted; only those the gate allows."""
+        """The roster's names for an error message, sorted, bounded; only those the gate allows."""
         names = sorted({p.name for p in roster})
         if self.gate is not None:
             allowed = []
@@ -466,13 +504,9 @@ class CallPeer:
             shown += f", and {len(names) - _MAX_LISTED} more"
         return shown or "none allowed"
 
-    async def _resolve_and_ask(self, call: _Call, prompt: str, token: str | None) -> CallPeerResult:
-        target = await self._resolve(call.peer)
-        return await self._ask(call, target, prompt, token)
-
-    async def _resolve(self, name: str) -> Peer:
+    async def _roster(self) -> Sequence[Peer]:
         try:
-            roster = await self.directory.peers()
+            return await self.directory.peers()
         except CallPeerError:
             raise
         except Exception as exc:
@@ -480,16 +514,34 @@ class CallPeer:
                 f"{self.name}: the directory could not list peers ({exc!r}); "
                 "check the hub URL and that the hub is up"
             ) from exc
-        if not roster:
-            raise UnknownPeerError(f"{self.name}: no peers are registered with this hub right now")
-        if not name.strip():
-            raise UnknownPeerError(
-                f"{self.name}: peer is required (registered: {await self._listed(roster)})"
-            )
-        for candidate in roster:
-            if candidate.name == name:
-                break
-        else:
+
+    async def _resolve_and_ask(self, call: _Call, prompt: str, token: str | None) -> CallPeerResult:
+        target = await self._resolve(call.peer)
+        return await self._ask(call, target, prompt, token)
+
+    async def _resolve(self, name: str) -> Peer:
+        """The peer named `name`, by the directory's by-name lookup; the roster only on a miss."""
+        candidate = None
+        if name.strip():
+            try:
+                candidate = await lookup_peer(self.directory, name)
+            except CallPeerError:
+                raise
+            except Exception as exc:
+                raise DirectoryError(
+                    f"{self.name}: the directory could not look up peer {_q(name)} ({exc!r}); "
+                    "check the hub URL and that the hub is up"
+                ) from exc
+        if candidate is None:
+            roster = await self._roster()
+            if not roster:
+                raise UnknownPeerError(
+                    f"{self.name}: no peers are registered with this hub right now"
+                )
+            if not name.strip():
+                raise UnknownPeerError(
+                    f"{self.name}: peer is required (registered: {await self._listed(roster)})"
+                )
             raise UnknownPeerError(
                 f"{self.name}: unknown peer {_q(name)} (registered: {await self._listed(roster)})"
             )

@@ -72,7 +72,12 @@ async def lookup_peer(directory: Directory, name: str) -> Peer | None:
     lookup = getattr(directory, "lookup", None)
     if callable(lookup):
         found = await lookup(name)
-        return found if isinstance(found, Peer) else None
+        if found is not None and not isinstance(found, Peer):
+            raise TypeError(
+                f"directory: {type(directory).__name__}.lookup({name!r}) returned "
+                f"{type(found).__name__}, not a Peer or None"
+            )
+        return found
     for peer in await directory.peers():
         if peer.name == name:
             return peer
@@ -84,15 +89,26 @@ PeersFunc = Callable[[], PeersResult | Awaitable[PeersResult]]
 
 
 class DirectoryFunc:
-    """A directory backed by a function (sync or async); None means an empty roster."""
+    """A directory backed by a function (sync or async) returning peers or None.
 
-    def __init__(self, fn: PeersFunc) -> None:
+    None (the function's answer, or ``DirectoryFunc(None)`` itself, as in the Go
+    original) is an empty roster.
+    """
+
+    def __init__(self, fn: PeersFunc | None) -> None:
+        if fn is not None and not callable(fn):
+            raise TypeError(
+                f"directory: DirectoryFunc needs a function returning peers (or None for an "
+                f"empty roster), got {type(fn).__name__}; for a fixed list use StaticDirectory"
+            )
         self._fn = fn
 
     def __repr__(self) -> str:
         return f"DirectoryFunc({getattr(self._fn, '__name__', repr(self._fn))})"
 
     async def peers(self) -> Sequence[Peer]:
+        if self._fn is None:
+            return Roster()
         got = self._fn()
         if inspect.isawaitable(got):
             got = await got

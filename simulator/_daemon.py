@@ -431,6 +431,19 @@ class _Guard:
         await self.app(scope, receive, send)
 
 
+def _utf8_json(body: bytes) -> Any | Response:
+    """A JSON body, or 400: invalid UTF-8, and escapes such as a lone surrogate that
+    decode to text no UTF-8 encoder can write back, are the client's error, never a 500."""
+    try:
+        value = json.loads(body.decode("utf-8"))
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeError as exc:
+        return _text(400, f"malformed JSON: not valid UTF-8 ({exc.reason})")
+    except (ValueError, RecursionError) as exc:
+        return _text(400, f"malformed JSON: {exc}")
+    return value
+
+
 class Daemon:
     """One simulated core-agent daemon; a hub when it has a `registry`.
 
@@ -556,10 +569,7 @@ class Daemon:
             return body
         if not body.strip():
             return _text(400, "request body is empty")
-        try:
-            return json.loads(body)
-        except ValueError as exc:
-            return _text(400, f"malformed JSON: {exc}")
+        return _utf8_json(body)
 
     def visible(self, session: _Session, who: Identity | None) -> bool:
         """With multi-session auth a caller sees only its own sessions (an admin sees all)."""

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from coreagent_sdk import DirectoryFunc, HubDirectory, Peer, StaticDirectory
+from coreagent_sdk import DirectoryFunc, HubDirectory, Peer, StaticDirectory, lookup_peer
 from coreagent_sdk.errors import DirectoryError, TokenUnsetError
 from simulator import Fleet, behaviors
 
@@ -272,3 +272,34 @@ async def test_callers_with_different_tokens_never_share_an_answer() -> None:
     assert _names(await as_alice) == _names(await as_bob) == ["a"]
     assert held.requests == 2
     await directory.aclose()
+
+
+async def test_a_function_directory_of_none_is_an_empty_roster() -> None:
+    directory = DirectoryFunc(None)
+    assert await directory.peers() == ()
+    assert await directory.lookup("anyone") is None
+
+
+def test_a_function_directory_of_something_not_callable_is_refused() -> None:
+    with pytest.raises(TypeError, match="for a fixed list use StaticDirectory"):
+        DirectoryFunc([Peer("a", "http://a")])  # type: ignore[arg-type]
+
+
+async def test_the_built_in_directories_look_a_name_up() -> None:
+    static = StaticDirectory(
+        [Peer("a", "http://a1"), Peer("a", "http://a2"), Peer("b", "http://b")]
+    )
+    assert await static.lookup("a") == Peer("a", "http://a1")  # the first, as a scan finds
+    assert await static.lookup("c") is None
+    func = DirectoryFunc(lambda: [Peer("b", "http://b")])
+    assert await func.lookup("b") == Peer("b", "http://b")
+    assert await lookup_peer(func, "x") is None
+
+
+async def test_lookup_peer_falls_back_to_the_roster_for_a_directory_without_lookup() -> None:
+    class OnlyPeers:
+        async def peers(self) -> list[Peer]:
+            return [Peer("a", "http://a"), Peer("b", "http://b")]
+
+    assert await lookup_peer(OnlyPeers(), "b") == Peer("b", "http://b")
+    assert await lookup_peer(OnlyPeers(), "c") is None

@@ -540,3 +540,21 @@ async def test_serving_the_fleet_changes_the_listed_endpoints_at_once() -> None:
     await served.aclose()
     assert (await listing.get())["a"]["endpoint"] == "http://a.sim"
     await listing.aclose()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"message": "\xff\xfe"}', b'{"message": "hi \\udc80"}', b"\xef\xbb\xbf{}"],
+    ids=["invalid-utf8", "lone-surrogate-escape", "byte-order-mark"],
+)
+async def test_a_body_that_is_not_utf8_json_is_a_400_never_a_500(open_fleet, body) -> None:
+    reach, http = open_fleet
+    base = reach.url("prod-1")
+    session = (await http.post(f"{base}/sessions", headers=JSON)).json()
+    answer = await http.post(
+        f"{base}/sessions/{session['app']}/{session['sessionID']}/inject",
+        headers=JSON,
+        content=body,
+    )
+    assert answer.status_code == 400, answer.text
+    assert answer.text.startswith("malformed JSON: ")
