@@ -13,7 +13,9 @@ from ._inflate import body_chunks
 from ._rate_limit import retry_after_seconds
 from ._scrub import install_log_filter, scrub_chain, server_text, slack
 from .errors import (
+    BadRequestError,
     CoreAgentError,
+    PayloadTooLargeError,
     ProtocolError,
     RateLimitedError,
     TransportFailure,
@@ -32,6 +34,7 @@ __all__ = [
     "transport_failure",
 ]
 
+_TOO_LARGE = "request body too large"  # Go's MaxBytesReader, as core-agent's readJSON words it
 ERROR_EXCERPT_BYTES = 512
 MAX_JSON_BYTES = 4 * 1024 * 1024
 
@@ -96,6 +99,8 @@ async def status_error(response: httpx.Response, component: str, hint: str = "")
     body = text + ("..." if more or cut else "")
     request = response.request
     cls = status_error_class(response.status_code)
+    if cls is BadRequestError and body.lstrip().startswith(_TOO_LARGE):
+        cls = PayloadTooLargeError  # the daemon's 400 for a body over its cap
     message = (
         f"{component}: {request.method} {request.url.path} on {request.url.host!r} answered "
         f"{response.status_code} {response.reason_phrase}"

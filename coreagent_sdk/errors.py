@@ -12,11 +12,11 @@ that raised it and says what to do about it::
     │   └── NoRouteError              (also httpx.ConnectError) RoutingTransport has no route
     ├── APIStatusError                a non-2xx answer: .status_code, .body (bounded, scrubbed)
     │   ├── BadRequestError           400
+    │   │   └── PayloadTooLargeError  400 "request body too large", or 413
     │   ├── AuthenticationError       401
     │   ├── ForbiddenError            403
     │   ├── NotFoundError             404
     │   ├── ConflictError             409
-    │   ├── PayloadTooLargeError      413
     │   ├── UnsupportedMediaTypeError 415
     │   ├── RateLimitedError          429 (.retry_after): the caller opens sessions too fast
     │   ├── NotImplementedByServerError 501
@@ -157,8 +157,13 @@ class ConflictError(APIStatusError):
     """409: for example a protocol major version the daemon does not speak."""
 
 
-class PayloadTooLargeError(APIStatusError):
-    """413: the body is over the daemon's cap (8 KiB inject, 16 KiB register)."""
+class PayloadTooLargeError(BadRequestError):
+    """The body is over the daemon's cap (8 KiB inject, 16 KiB register).
+
+    A core-agent daemon says so with 400 `request body too large (max N bytes)`
+    (Go's `http.MaxBytesReader`), so this is a `BadRequestError`; a 413 from a
+    proxy in front of it is one too.
+    """
 
 
 class UnsupportedMediaTypeError(APIStatusError):

@@ -455,3 +455,21 @@ def test_the_daemons_idle_timeout_is_the_default_and_zero_disables_it() -> None:
     assert Daemon("x", session_idle_timeout=0).sweep() == []
     with pytest.raises(ValueError, match="session_idle_timeout"):
         Daemon("x", session_idle_timeout=-1)
+
+
+async def test_the_sdk_reads_the_daemons_400_for_a_big_body_as_payload_too_large() -> None:
+    """Against a daemon, `PayloadTooLargeError` must fire on its 400, not only on a 413."""
+    from coreagent_sdk import AttachClient
+    from coreagent_sdk.errors import BadRequestError, PayloadTooLargeError
+
+    fleet = Fleet()
+    fleet.add_peer("prod-1")
+    async with AttachClient(fleet.url("prod-1"), transport=fleet.transport) as client:
+        session = await client.new_session()
+        with pytest.raises(PayloadTooLargeError, match=r"max 8192 bytes") as info:
+            await client.inject(session, "x" * 9000)
+        assert isinstance(info.value, BadRequestError) and info.value.status_code == 400
+        with pytest.raises(BadRequestError) as empty:
+            await client.inject(session, "")
+        assert not isinstance(empty.value, PayloadTooLargeError)
+    await fleet.aclose()
