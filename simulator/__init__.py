@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ._agents import Turn
     from ._daemon import Daemon
     from ._faults import Faults
-    from ._fleet import Fleet, ServedFleet
+    from ._fleet import Fleet, PortInUseError, ServedFleet
     from ._ratelimit import SessionRateLimit
     from ._registry import DEFAULT_TTL, MAX_TTL, Identity, PeerRegistry
     from ._roster import RosterEntry
@@ -44,6 +44,7 @@ _WHERE = {
     "Identity": "._registry",
     "PeerRegistry": "._registry",
     "RosterEntry": "._roster",
+    "PortInUseError": "._fleet",
     "ServedFleet": "._fleet",
     "SessionRateLimit": "._ratelimit",
     "SimulatedBuildError": "._runtime",

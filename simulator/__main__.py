@@ -14,7 +14,8 @@ from coreagent_sdk import AgentConfig, RuntimeCache
 from coreagent_sdk.errors import CallPeerError
 
 from . import behaviors
-from ._fleet import Fleet
+from ._fleet import Fleet, PortInUseError
+from ._registry import DEFAULT_TTL, MAX_TTL
 from ._runtime import SimulatedBuilder, SimulatedConfigLoader
 
 Row = tuple[str, str, str, float]
@@ -142,16 +143,32 @@ async def demo() -> list[Row]:
     return rows
 
 
-async def serve(peers: int, port: int, host: str) -> None:
-    """A fleet on loopback until SIGINT or SIGTERM."""
+async def serve(peers: int, port: int, host: str, ttl: float = DEFAULT_TTL) -> int:
+    """A fleet on loopback until SIGINT or SIGTERM; 2 (one line on stderr) if it cannot serve.
+
+    Its peers heartbeat at a third of `ttl`, so they stay listed for as long as it runs.
+    """
     fleet = Fleet()
     for i in range(1, peers + 1):
-        fleet.add_peer(f"peer-{i}", behaviors.echo(), labels={"index": str(i)})
+        fleet.add_peer(f"peer-{i}", behaviors.echo(), labels={"index": str(i)}, ttl=ttl)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    served = await fleet.serve(host=host, port=port)
+    try:
+        served = await fleet.serve(host=host, port=port)
+    except PortInUseError as exc:
+        await fleet.aclose()
+        print(
+            f"simulator: port {exc.port} is already in use (another fleet or program holds "
+            "it); stop that, pick another --port, or pass --port 0 for free ports",
+            file=sys.stderr,
+        )
+        return 2
+    except ValueError as exc:
+        await fleet.aclose()
+        print(str(exc).replace("serve()", "serve"), file=sys.stderr)
+        return 2
     print(json.dumps({"ready": True, "urls": served.urls}), flush=True)
     print(
         f"simulator: hub at {served.hub_url} with {peers} peer(s); Ctrl-C to stop",
@@ -163,6 +180,7 @@ async def serve(peers: int, port: int, host: str) -> None:
     finally:
         await fleet.aclose()
         print("simulator: stopped", file=sys.stderr, flush=True)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,6 +198,13 @@ def main(argv: list[str] | None = None) -> int:
         help="hub port; peers take the next ones (default: any free ports)",
     )
     serve_cmd.add_argument("--host", default="127.0.0.1", help="loopback address to bind")
+    serve_cmd.add_argument(
+        "--ttl",
+        type=float,
+        default=DEFAULT_TTL,
+        help=f"each peer's lease in seconds (default {DEFAULT_TTL:g}; the hub clamps it to "
+        f"{MAX_TTL:g}); peers heartbeat at a third of it, so they stay listed while it runs",
+    )
     args = parser.parse_args(argv)
     if args.command == "demo":
         started = time.perf_counter()
@@ -189,8 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.peers < 0:
         parser.error("--peers must be >= 0")
-    asyncio.run(serve(args.peers, args.port, args.host))
-    return 0
+    if not args.ttl > 0 or args.ttl == float("inf"):
+        parser.error(f"--ttl must be a positive number of seconds, got {args.ttl:g}")
+    return asyncio.run(serve(args.peers, args.port, args.host, args.ttl))
 
 
 if __name__ == "__main__":

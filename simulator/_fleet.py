@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import math
 import re
 import socket
@@ -30,7 +31,7 @@ from ._ratelimit import SessionRateLimit
 from ._registry import DEFAULT_TTL, MAX_TTL, Identity, PeerRegistry
 from ._roster import RosterEntry, fleet_html, fleet_roster
 
-__all__ = ["Fleet", "ServedFleet"]
+__all__ = ["Fleet", "PortInUseError", "ServedFleet"]
 
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -43,6 +44,15 @@ def _call_peer(make_directory: Callable[..., HubDirectory], kwargs: dict[str, An
     if directory is None:
         directory = make_directory(token_env=kwargs.get("token_env"), environ=kwargs.get("environ"))
     return CallPeer(directory, **kwargs)
+
+
+class PortInUseError(OSError):
+    """`Fleet.serve(port=N)`: a port the fleet needs is taken (`port` says which)."""
+
+    def __init__(self, message: str, port: int) -> None:
+        super().__init__(message)
+        self.errno = errno.EADDRINUSE
+        self.port = port
 
 
 def _identities(tokens: Mapping[str, Identity | str] | None) -> dict[str, Identity] | None:
@@ -291,9 +301,20 @@ class Fleet:
         return tool
 
     async def serve(self, host: str = "127.0.0.1", port: int = 0) -> ServedFleet:
-        """Put every daemon on its own loopback socket (hub on `port`, peers after it)."""
+        """Put every daemon on its own loopback socket (hub on `port`, peers after it).
+
+        ``port=0`` (the default) takes free ports. A port that is taken raises
+        `PortInUseError` (an `OSError`) naming it; a host that is not loopback,
+        or a port range past 65535, raises `ValueError`.
+        """
         if self._served is not None:
             raise RuntimeError("simulator: this fleet is already served; aclose() it first")
+        usable = isinstance(port, int) and not isinstance(port, bool) and port >= 0
+        if not usable or (port and port + len(self.daemons) - 1 > 65535):
+            raise ValueError(
+                f"simulator: serve() needs port to be 0 (free ports) or a port with room for "
+                f"{len(self.daemons)} daemon(s) up to 65535, got {port!r}"
+            )
         served = ServedFleet(self)
         await served._start(host, port)
         self._served = served
@@ -371,7 +392,21 @@ class ServedFleet:
                 sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                sock.bind((host, port + i if port else 0))
+                want = port + i if port else 0
+                try:
+                    sock.bind((host, want))
+                except OSError as exc:
+                    sock.close()
+                    if exc.errno != errno.EADDRINUSE:
+                        raise
+                    role = "the hub" if name == _HUB else f"peer {name!r}"
+                    raise PortInUseError(
+                        f"simulator: port {want} on {host} is already in use (wanted for {role}; "
+                        f"the hub takes port={port} and the peers the ports after it); another "
+                        "fleet or program holds it: stop it, pick another port, or pass port=0 "
+                        "for free ports",
+                        want,
+                    ) from None
                 config = uvicorn.Config(
                     daemon.app,
                     interface="asgi3",

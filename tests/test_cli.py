@@ -5,12 +5,19 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+from datetime import datetime
 
 import httpx
 import pytest
+
+
+def stamp(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
 
 DEMO_SCENARIOS = [
     "delegation",
@@ -84,3 +91,72 @@ def test_a_negative_peer_count_is_a_usage_error() -> None:
         check=False,
     )
     assert done.returncode == 2 and "--peers must be >= 0" in done.stderr
+
+
+def run_serve(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "simulator", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+def test_serve_on_a_port_in_use_says_so_in_one_line_and_exits_2() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_serve("--port", str(port), "--peers", "1")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"simulator: port {port} is already in use (another fleet or program holds it); "
+        "stop that, pick another --port, or pass --port 0 for free ports"
+    ]
+
+
+def test_serve_on_a_host_that_is_not_loopback_says_so_in_one_line_and_exits_2() -> None:
+    done = run_serve("--host", "0.0.0.0")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "simulator: serve binds loopback only, got host '0.0.0.0'; use '127.0.0.1'"
+    ]
+
+
+@pytest.mark.parametrize("ttl", ["0", "-1", "nan", "inf"])
+def test_a_ttl_that_is_not_a_positive_number_is_a_usage_error(ttl) -> None:
+    done = run_serve(f"--ttl={ttl}")
+    assert done.returncode == 2 and "--ttl must be a positive number of seconds" in done.stderr
+
+
+def test_served_peers_with_a_one_second_lease_are_still_listed_after_it() -> None:
+    with subprocess.Popen(
+        [sys.executable, "-m", "simulator", "serve", "--peers", "2", "--ttl", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            urls = json.loads(proc.stdout.readline())["urls"]
+            first = {
+                p["name"]: p for p in httpx.get(f"{urls['hub']}/peers", timeout=5).json()["peers"]
+            }
+            time.sleep(1.5)  # past the one-second lease: only heartbeats keep them
+            later = httpx.get(f"{urls['hub']}/peers", timeout=5).json()["peers"]
+            now = time.time()
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+    assert sorted(first) == ["peer-1", "peer-2"]
+    assert [p["name"] for p in later] == ["peer-1", "peer-2"]
+    for row in later:
+        assert stamp(row["lease_expires_at"]) > now
+        assert stamp(row["last_heartbeat"]) > stamp(first[row["name"]]["last_heartbeat"])
+    assert proc.returncode == 0

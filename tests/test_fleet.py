@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from datetime import datetime
 
 import httpx
@@ -210,3 +211,29 @@ async def test_tools_a_fleet_hands_out_close_with_the_fleet() -> None:
     assert over._http._clients  # a pooled loopback connection is held
     await fleet.aclose()
     assert not over._http._clients
+
+
+async def test_serving_on_a_port_in_use_names_the_port_and_port_zero() -> None:
+    from simulator import PortInUseError
+
+    fleet = Fleet()
+    fleet.add_peer("prod-1", behaviors.echo())
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(PortInUseError, match=rf"port {port} on 127\.0\.0\.1 .* port=0") as info:
+            await fleet.serve(port=port)
+    assert isinstance(info.value, OSError) and info.value.port == port
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+    served = await fleet.serve()  # nothing was left half-served
+    assert set(served.urls) == {"hub", "prod-1"}
+    await fleet.aclose()
+
+
+@pytest.mark.parametrize("port", [-1, 65535, True, "8844"])
+async def test_serving_on_a_port_out_of_range_is_refused_before_binding(port) -> None:
+    fleet = Fleet()
+    fleet.add_peer("prod-1")
+    with pytest.raises(ValueError, match=r"port to be 0 .* up to 65535"):
+        await fleet.serve(port=port)
