@@ -215,9 +215,18 @@ class PeerRegistration:
         """Stop heartbeating, deregister and close, whatever happened before."""
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
+            # Cancel until it is done: on Python 3.10 asyncio.wait_for can swallow a
+            # cancellation that lands as its inner request finishes (bpo-42130).
+            for _ in range(100):
+                task.cancel()
+                await asyncio.wait({task}, timeout=0.05)
+                if task.done():
+                    break
             try:
-                await task
+                if task.done():
+                    task.result()
+                else:
+                    self._log.error("registration: the keep-alive of %r would not stop", self.name)
             except asyncio.CancelledError:
                 pass
             except Exception as died:
