@@ -103,7 +103,7 @@ async def test_one_bad_heartbeat_answer_does_not_end_the_keep_alive(bad: str, ca
             clock.advance(reg.interval())
         await next_event(events, "heartbeat")
         assert reg.heartbeats > beats_before
-        assert reg._task is not None and not reg._task.done()
+        await clock.until_sleeping()  # and it sleeps toward the next one
     assert hub.seen[-1][0] == "DELETE"
 
 
@@ -164,10 +164,11 @@ async def test_leaving_deregisters_and_closes_even_after_the_keep_alive_died(cap
     async with reg:
         await clock.until_sleeping()
         clock.advance(10)
-        for _ in range(100):
-            if reg._task is not None and reg._task.done():
+        for _ in range(100):  # let the keep-alive reach its broken second sleep
+            if clock.sleeps >= 2:
                 break
             await asyncio.sleep(0)
+        assert clock.sleeps >= 2
     assert hub.seen[-1][0] == "DELETE"
     assert reg.record is None
     assert any("keep-alive" in r.getMessage() for r in caplog.records)
