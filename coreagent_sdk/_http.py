@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
+import threading
 import weakref
 from typing import Any
 
@@ -49,10 +51,38 @@ _LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=32, keepa
 DEFAULT_HTTP_TIMEOUT = httpx.Timeout(30.0)
 
 
+_ssl_lock = threading.Lock()
+_ssl_context: ssl.SSLContext | None = None
+
+
+def _shared_ssl_context() -> ssl.SSLContext:
+    """The process's one client SSL context, built on first use.
+
+    Loading the CA bundle costs tens to hundreds of ms of CPU, and httpx does
+    it for every client it makes, even one that only ever dials http://. A
+    sync call makes fresh clients on a loop of its own each time, so it paid
+    that twice per call. A context is safe to share across clients, loops and
+    threads; this one is what httpx would build (certifi's bundle, verified).
+    """
+    global _ssl_context
+    with _ssl_lock:
+        if _ssl_context is None:
+            import certifi  # httpx's own dependency, and its default bundle
+
+            _ssl_context = ssl.create_default_context(cafile=certifi.where())
+        return _ssl_context
+
+
 def make_http_client(transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncClient:
     """An AsyncClient over `transport` (None: the real network, unbounded pool)."""
+    # An in-process transport never dials: only the real network needs the context.
+    verify: ssl.SSLContext | bool = _shared_ssl_context() if transport is None else True
     return httpx.AsyncClient(
-        transport=transport, limits=_LIMITS, timeout=DEFAULT_HTTP_TIMEOUT, trust_env=False
+        transport=transport,
+        limits=_LIMITS,
+        timeout=DEFAULT_HTTP_TIMEOUT,
+        trust_env=False,
+        verify=verify,
     )
 
 
