@@ -161,8 +161,9 @@ async def test_an_unknown_session_is_404_whatever_version_is_declared(open_fleet
 
 
 async def test_each_turn_is_announced_streaming_and_closed_idle(open_fleet) -> None:
-    """Pins the daemon's status-update frames around a turn and `deliverBootFrames`
-    (`pkg/attach/broadcaster.go`): the boot snapshot is only `{model, turn_state}`."""
+    """Pins the status-update frames a daemon emits around each turn (through
+    `pkg/attach/broadcaster.go` `Broadcaster.Emit`) and `deliverBootFrames`: the boot
+    snapshot is only `{model, turn_state}` (`statusSnapshot`)."""
     reach, http = open_fleet
     path = await new_session(http, reach.url("prod-1"))
     frames = await one_turn(http, path)
@@ -187,7 +188,8 @@ async def test_a_failed_turn_is_closed_idle_too(open_fleet) -> None:
 
 
 async def test_turn_complete_carries_the_turns_own_prompt_id_and_no_cost(open_fleet) -> None:
-    """Pins the daemon's prompt ids: the turn mints its own; `cost_usd` is left out."""
+    """Pins the daemon's prompt ids (protocol.md, "Prompt ids"): the turn mints its own,
+    the inbox frames name the inject's; `turn-complete` leaves `cost_usd` out."""
     reach, http = open_fleet
     path = await new_session(http, reach.url("prod-1"))
     injected: list[str] = []
