@@ -152,9 +152,13 @@ async def test_the_declared_version_is_read_as_the_daemon_reads_it(
 async def test_an_unknown_session_is_404_whatever_version_is_declared(open_fleet) -> None:
     """Pins `pkg/attach/handlers.go` `streamEvents`: negotiation runs after the lookup."""
     reach, http = open_fleet
-    url = f"{reach.url('prod-1')}/sessions/core-agent/s-missing/events?protocol=garbage"
-    async with http.stream("GET", url) as answer:
+    url = f"{reach.url('prod-1')}/sessions/core-agent/s-missing/events"
+    async with http.stream("GET", f"{url}?protocol=garbage") as answer:
         assert answer.status_code == 404
+    for declared in ("garbage", "9.0.0"):
+        headers = {"X-Attach-Protocol-Version": declared}
+        async with http.stream("GET", url, headers=headers) as answer:
+            assert answer.status_code == 404
 
 
 # --- item 3: the turn's life on the stream --------------------------------------------
