@@ -14,12 +14,20 @@ Server text that is cut to a length goes through `server_text`, which scrubs
 characters behind. Foreign exceptions kept as a `__cause__` are scrubbed in
 place by `scrub_chain`, and httpx and httpcore, which log reason phrases,
 URLs and response headers, log through `LOG_FILTER`.
+
+Secrets of every length are scrubbed. One of 6 characters or more is
+replaced wherever it occurs. A shorter one (`t0k`) is replaced wherever it
+stands as a word of its own (no letter or digit touching it on either side;
+a `%XX` escape before it counts as a separator), because replacing two
+letters inside every word would make every message unreadable for as long
+as the process runs, and letters inside a longer word are not the token.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from collections import OrderedDict
 from urllib.parse import quote
@@ -39,20 +47,26 @@ REDACTED = "[redacted]"
 # Secrets are kept as long as they are in use, the least recently registered
 # dropped past this many, so a process that rotates tokens forever stays bounded.
 _MAX_SECRETS = 256
-# Shorter strings are too common to replace everywhere ("a" would eat every a);
-# a token is far longer, and the display of URLs masks short passwords anyway.
+# Spellings shorter than this are replaced only where they stand as a word:
+# "a" replaced everywhere would eat every a of every message, and of every
+# answer a peer gives, for as long as the secret stays registered.
 _MIN_LENGTH = 6
+# A short secret is a word of its own when no letter or digit touches it; a
+# percent escape before it (`Bearer%20t0k`, `token%3Dt0k`) separates it too.
+_WORD_BEFORE = r"(?:(?<=%[0-9A-Fa-f]{2})|(?<![0-9A-Za-z]))"
+_WORD_AFTER = r"(?![0-9A-Za-z])"
 
 _lock = threading.Lock()
 _secrets: OrderedDict[str, None] = OrderedDict()
-_variants: tuple[str, ...] = ()
+_variants: tuple[str, ...] = ()  # replaced wherever they occur
+_words: re.Pattern[str] | None = None  # short spellings, replaced as whole words
 _longest = 0
 
 
 def register(secret: str | None) -> None:
     """Scrub `secret` (and its escaped and percent-encoded spellings) from every message."""
-    global _variants, _longest
-    if not secret or len(secret) < _MIN_LENGTH:
+    global _variants, _words, _longest
+    if not secret:
         return
     with _lock:
         if secret in _secrets:
@@ -65,16 +79,21 @@ def register(secret: str | None) -> None:
         for s in _secrets:
             spellings |= {s, quote(s, safe=""), json.dumps(s)[1:-1], repr(s)[1:-1]}
         # Longest first, so a spelling that contains another is replaced whole.
-        _variants = tuple(sorted(spellings, key=len, reverse=True))
-        _longest = max(map(len, _variants))
+        ordered = sorted(spellings, key=len, reverse=True)
+        _variants = tuple(s for s in ordered if len(s) >= _MIN_LENGTH)
+        short = [re.escape(s) for s in ordered if len(s) < _MIN_LENGTH]
+        _words = (
+            re.compile(f"{_WORD_BEFORE}(?:{'|'.join(short)}){_WORD_AFTER}") if short else None
+        )
+        _longest = max(map(len, ordered))
 
 
 def forget_all() -> None:
     """Drop every registered secret (for tests of the registry itself)."""
-    global _variants, _longest
+    global _variants, _words, _longest
     with _lock:
         _secrets.clear()
-        _variants, _longest = (), 0
+        _variants, _words, _longest = (), None, 0
 
 
 def scrub(text: str) -> str:
@@ -82,6 +101,9 @@ def scrub(text: str) -> str:
     for secret in _variants:
         if secret in text:
             text = text.replace(secret, REDACTED)
+    words = _words
+    if words is not None:
+        text = words.sub(REDACTED, text)
     return text
 
 
@@ -125,7 +147,7 @@ class _ScrubbingFilter(logging.Filter):
     """Scrubs a record's message in place; never drops a record."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if _variants:
+        if _variants or _words is not None:
             message = record.getMessage()
             clean = scrub(message)
             if clean != message:

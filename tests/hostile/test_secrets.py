@@ -14,7 +14,15 @@ from typing import Any
 import httpx
 import pytest
 
-from coreagent_sdk import AttachClient, CallPeer, CallPeerEvent, HubDirectory, PeerRegistration
+from coreagent_sdk import (
+    AttachClient,
+    CallPeer,
+    CallPeerEvent,
+    HubDirectory,
+    Peer,
+    PeerRegistration,
+    StaticDirectory,
+)
 from coreagent_sdk._wire import encode_sse
 from coreagent_sdk.errors import (
     CoreAgentError,
@@ -80,6 +88,36 @@ async def test_a_reason_phrase_echoing_the_token_is_scrubbed() -> None:
             await client.new_session()
     assert_clean(info.value)
     assert "[redacted]" in str(info.value)
+
+
+async def test_a_short_token_echoed_in_a_reason_phrase_never_reaches_errors_events_or_logs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    short = "t0k"  # DESIGN.md's own example token
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        _, _, headers, _ = await read_request(reader)
+        echo = headers.get("authorization", "").removeprefix("Bearer ")
+        writer.write(respond(f"500 Bad {echo}", b"{}", {"Content-Type": "application/json"}))
+        await writer.drain()
+
+    events: list[CallPeerEvent] = []
+    caplog.set_level(logging.DEBUG)  # every logger, httpx's and httpcore's included
+    async with RawServer(handler) as server:
+        tool = CallPeer(
+            StaticDirectory([Peer("p", server.url)]),
+            token_env="TOK",
+            environ={"TOK": short},
+            timeout=5,
+            on_event=events.append,
+        )
+        with pytest.raises(CoreAgentError) as info:
+            await tool.acall(peer="p", prompt="hi")
+        await tool.aclose()
+    texts = [text for _, text in exception_texts(info.value)]
+    texts += [repr(e) for e in events] + [logging.Formatter().format(r) for r in caplog.records]
+    assert "[redacted]" in str(info.value)
+    assert [t for t in texts if short in t] == []
 
 
 async def test_a_2xx_answer_that_is_not_json_is_scrubbed_before_it_is_quoted(caplog) -> None:
