@@ -82,9 +82,7 @@ def register(secret: str | None) -> None:
         ordered = sorted(spellings, key=len, reverse=True)
         _variants = tuple(s for s in ordered if len(s) >= _MIN_LENGTH)
         short = [re.escape(s) for s in ordered if len(s) < _MIN_LENGTH]
-        _words = (
-            re.compile(f"{_WORD_BEFORE}(?:{'|'.join(short)}){_WORD_AFTER}") if short else None
-        )
+        _words = re.compile(f"{_WORD_BEFORE}(?:{'|'.join(short)}){_WORD_AFTER}") if short else None
         _longest = max(map(len, ordered))
 
 
