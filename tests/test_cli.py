@@ -125,9 +125,13 @@ def test_serve_on_a_host_that_is_not_loopback_says_so_in_one_line_and_exits_2() 
 
 
 @pytest.mark.parametrize("ttl", ["0", "-1", "nan", "inf"])
-def test_a_ttl_that_is_not_a_positive_number_is_a_usage_error(ttl) -> None:
-    done = run_serve(f"--ttl={ttl}")
-    assert done.returncode == 2 and "--ttl must be a positive number of seconds" in done.stderr
+def test_a_ttl_that_is_not_a_positive_number_is_a_usage_error(ttl, capsys) -> None:
+    from simulator.__main__ import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", f"--ttl={ttl}"])
+    assert exited.value.code == 2
+    assert "--ttl must be a positive number of seconds" in capsys.readouterr().err
 
 
 def test_served_peers_with_a_one_second_lease_are_still_listed_after_it() -> None:
