@@ -13,12 +13,26 @@ import concurrent.futures
 import contextlib
 import contextvars
 import threading
+import weakref
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["run_sync"]
+__all__ = ["is_waiting", "run_sync"]
 
 T = TypeVar("T")
+
+# Loops whose thread waits in `run_sync` for a worker: they cannot run until it returns.
+_waiting: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+
+
+def is_waiting(loop: asyncio.AbstractEventLoop) -> bool:
+    """True while a sync call made on `loop` waits for its worker, so `loop` cannot run.
+
+    A server on such a loop cannot answer the call; code that knows which
+    loop serves a URL (the simulator's served fleets) checks this to fail at
+    once with the fix instead of waiting out the call's deadline.
+    """
+    return loop in _waiting
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
@@ -73,7 +87,17 @@ def _run_in_worker(coro: Coroutine[Any, Any, T]) -> T:
 
     context = contextvars.copy_context()
     thread = threading.Thread(target=context.run, args=(work,), name="coreagent-run-sync")
-    thread.start()
+    caller = asyncio.get_running_loop()
+    _waiting.add(caller)
+    try:
+        thread.start()
+        _join(thread, started, where)
+    finally:
+        _waiting.discard(caller)
+    return outcome.result()
+
+
+def _join(thread: threading.Thread, started: threading.Event, where: dict[str, Any]) -> None:
     try:
         thread.join()
     except KeyboardInterrupt:
@@ -85,4 +109,3 @@ def _run_in_worker(coro: Coroutine[Any, Any, T]) -> T:
                 loop.call_soon_threadsafe(task.cancel)
         thread.join()
         raise
-    return outcome.result()

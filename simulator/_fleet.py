@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
+import httpx
 
 from coreagent_sdk import (
     ASGITransport,
@@ -22,6 +23,9 @@ from coreagent_sdk import (
     RoutingTransport,
     SystemClock,
 )
+from coreagent_sdk._http import _LIMITS, _shared_ssl_context
+from coreagent_sdk.errors import TransportFailure
+from coreagent_sdk.jupyter import is_waiting
 
 from ._agents import Behavior
 from ._daemon import DEFAULT_SESSION_IDLE_TIMEOUT, Daemon
@@ -359,6 +363,47 @@ def _server_class() -> Any:
     return uvicorn, _Server
 
 
+class _ServedTransport(httpx.AsyncBaseTransport):
+    """The network (one pool per loop), refusing at once what the serving loop must answer.
+
+    A sync call made on the loop that serves this fleet blocks that loop
+    until it returns (see `run_sync`), so the fleet's sockets could not answer
+    it: without this check the call would wait out its whole deadline.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        self._loop = loop
+        self._pools: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, httpx.AsyncHTTPTransport
+        ] = weakref.WeakKeyDictionary()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        here = asyncio.get_running_loop()
+        if self._loop is not None and here is not self._loop and is_waiting(self._loop):
+            raise _ServingLoopWaits(
+                f"simulator: {request.url.host}:{request.url.port} is served on the loop that "
+                "is waiting for this sync call, so it cannot answer until the call returns; "
+                "`await tool.acall(...)` there instead, or call in-process with "
+                "fleet.call_peer()"
+            )
+        pool = self._pools.get(here)
+        if pool is None:
+            pool = self._pools[here] = httpx.AsyncHTTPTransport(
+                limits=_LIMITS, verify=_shared_ssl_context()
+            )
+        return await pool.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        pool = self._pools.pop(asyncio.get_running_loop(), None)
+        if pool is not None:
+            await pool.aclose()
+
+
+class _ServingLoopWaits(TransportFailure, httpx.ConnectError):
+    def __init__(self, message: str) -> None:
+        httpx.ConnectError.__init__(self, message)
+
+
 class ServedFleet:
     """A fleet on loopback sockets: `urls[name]` is each daemon's base URL.
 
@@ -373,6 +418,7 @@ class ServedFleet:
         self.urls: dict[str, str] = {}
         self._servers: dict[str, tuple[Any, asyncio.Task[None]]] = {}
         self._stopped: list[tuple[Any, asyncio.Task[None]]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop serving it
 
     def __repr__(self) -> str:
         return f"ServedFleet({self.urls!r})"
@@ -383,6 +429,7 @@ class ServedFleet:
                 f"simulator: serve() binds loopback only, got host {host!r}; use '127.0.0.1'"
             )
         uvicorn, server_class = _server_class()
+        self._loop = asyncio.get_running_loop()
         try:
             for i, (name, daemon) in enumerate(self.fleet.daemons.items()):
                 family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -458,10 +505,17 @@ class ServedFleet:
 
     def directory(self, labels: Mapping[str, str] | None = None, **kwargs: Any) -> HubDirectory:
         """A `HubDirectory` over the served hub, through the real network stack."""
+        kwargs.setdefault("transport", _ServedTransport(self._loop))
         return HubDirectory(self.hub_url, labels=labels, **kwargs)
 
     def call_peer(self, **kwargs: Any) -> CallPeer:
-        """A `CallPeer` over loopback sockets (transport=None), closed with the fleet."""
+        """A `CallPeer` over loopback sockets, closed with the fleet.
+
+        A sync call to it from the loop that serves the fleet fails at once
+        (that loop waits for the call, so its sockets cannot answer): await
+        `acall` there, or use `fleet.call_peer()`.
+        """
+        kwargs.setdefault("transport", _ServedTransport(self._loop))
         tool = _call_peer(self.directory, kwargs)
         self.fleet._tools.add(tool)
         return tool

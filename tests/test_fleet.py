@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from coreagent_sdk import FakeClock
-from coreagent_sdk.errors import UnknownPeerError
+from coreagent_sdk.errors import DirectoryError, UnknownPeerError
 from simulator import MAX_TTL, Fleet, behaviors
 
 
@@ -237,3 +237,43 @@ async def test_serving_on_a_port_out_of_range_is_refused_before_binding(port) ->
     fleet.add_peer("prod-1")
     with pytest.raises(ValueError, match=r"port to be 0 .* up to 65535"):
         await fleet.serve(port=port)
+
+
+async def test_a_sync_call_over_sockets_from_the_serving_loop_fails_at_once_with_the_fix() -> None:
+    fleet = Fleet()
+    fleet.add_peer("prod-1", behaviors.echo())
+    served = await fleet.serve()
+    over = served.call_peer(timeout=2)
+    try:
+        # This loop serves the fleet and would wait for the sync call: nothing could answer.
+        with pytest.raises(DirectoryError, match=r"is served on the loop that is waiting") as info:
+            over(peer="prod-1", prompt="hello")
+        assert "await tool.acall(...)" in str(info.value)
+        # The same tool still works awaited, and so does a sync in-process call.
+        assert (await over.acall(peer="prod-1", prompt="awaited")).response == "awaited"
+        assert fleet.call_peer(timeout=2)(peer="prod-1", prompt="in-process").response == (
+            "in-process"
+        )
+    finally:
+        await fleet.aclose()
+
+
+def test_a_sync_call_over_sockets_from_another_thread_still_reaches_a_served_fleet() -> None:
+    import threading
+
+    answers: list[str] = []
+
+    async def serve_and_call_from_a_thread() -> None:
+        fleet = Fleet()
+        fleet.add_peer("prod-1", behaviors.echo())
+        served = await fleet.serve()
+        over = served.call_peer(timeout=5)
+        caller = threading.Thread(
+            target=lambda: answers.append(over(peer="prod-1", prompt="from a thread").response)
+        )
+        caller.start()
+        await asyncio.to_thread(caller.join)  # this loop (the servers') keeps running meanwhile
+        await fleet.aclose()
+
+    asyncio.run(serve_and_call_from_a_thread())
+    assert answers == ["from a thread"]
