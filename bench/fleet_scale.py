@@ -1,0 +1,214 @@
+"""What a delegation costs as the fleet grows: 10 to 10,000 registered peers, one process.
+
+Every table is measured in this run and printed as ratios against a baseline
+from the same run:
+
+1. In-process delegations/s, 50 calls in flight, echo peers, each call to the
+   next peer round-robin: with the fleet's default directory
+   (`fleet.call_peer()`, which resolves names in the hub's registry) and with
+   `HubDirectory` over the in-process transport (`GET /peers` per lookup,
+   shared by the calls in flight). Baseline: the 10-peer rate of the same
+   directory. Sizes are interleaved round by round, so drift on a shared
+   machine hits every size alike; the best round of each is reported.
+2. A 10,000-peer fleet idling (leases of `--idle-ttl` s, renewed lazily):
+   CPU time over `--idle` s of wall time, memory per peer (tracemalloc), and
+   a call to every peer afterwards.
+3. Over loopback sockets (`fleet.serve()`): delegations/s at concurrency
+   1, 10, 200 and 1,000, and the number of errors (must be 0).
+4. 10,000 delegations in one fleet: memory per call (tracemalloc) over the
+   first and the last thousand.
+
+    python bench/fleet_scale.py [--rounds 3] [--seconds 1.5] [--idle 30] [--quick]
+
+Every loop is bounded by a count and a time; nothing leaves 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import itertools
+import time
+import tracemalloc
+from collections.abc import Awaitable, Callable
+
+from coreagent_sdk import CallPeer
+from simulator import Fleet, behaviors
+
+PROMPT = "ping"
+IN_FLIGHT = 50
+
+
+def build(size: int, *, ttl: float = 60) -> Fleet:
+    fleet = Fleet()
+    echo = behaviors.echo()
+    for i in range(size):
+        fleet.add_peer(f"p-{i}", echo, ttl=ttl)
+    return fleet
+
+
+async def rate(
+    tool: CallPeer, size: int, seconds: float, in_flight: int, *, max_calls: int = 200_000
+) -> tuple[float, int]:
+    """Delegations/s with `in_flight` workers calling peers round-robin for ~`seconds`."""
+    done = 0
+    errors = 0
+    stop_at = time.perf_counter() + seconds
+    counter = iter(range(max_calls))
+
+    async def worker() -> None:
+        nonlocal done, errors
+        for n in counter:  # bounded by max_calls, shared by the workers
+            if time.perf_counter() >= stop_at:
+                return
+            try:
+                result = await tool.acall(peer=f"p-{n % size}", prompt=PROMPT)
+                assert result.response == PROMPT
+                done += 1
+            except Exception:
+                errors += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(in_flight)))
+    return done / (time.perf_counter() - started), errors
+
+
+async def in_process(sizes: list[int], rounds: int, seconds: float) -> None:
+    print(f"1. in-process, {IN_FLIGHT} calls in flight, echo peers, calls round-robin over peers")
+    fleets = {size: build(size) for size in sizes}
+    tools: dict[tuple[str, int], CallPeer] = {}
+    for size, fleet in fleets.items():
+        tools["fleet directory", size] = fleet.call_peer(timeout=60)
+        tools["HubDirectory", size] = fleet.call_peer(timeout=60, directory=fleet.directory())
+    best: dict[tuple[str, int], float] = {}
+    errors = 0
+    for key, tool in tools.items():  # warm-up
+        await rate(tool, key[1], 0.2, IN_FLIGHT)
+    for _ in range(rounds):
+        for key, tool in tools.items():
+            got, failed = await rate(tool, key[1], seconds, IN_FLIGHT)
+            best[key] = max(best.get(key, 0.0), got)
+            errors += failed
+    print(f"   best of {rounds} rounds of {seconds:g} s each; errors: {errors}")
+    print(f"   {'directory':<16} {'peers':>7} {'delegations/s':>14} {'vs 10 peers':>12}")
+    for kind in ("fleet directory", "HubDirectory"):
+        base = best[kind, sizes[0]]
+        for size in sizes:
+            got = best[kind, size]
+            print(f"   {kind:<16} {size:>7,} {got:>14.0f} {got / base:>12.2f}")
+    for tool in tools.values():
+        await tool.aclose()
+    for fleet in fleets.values():
+        await fleet.aclose()
+
+
+async def idle(size: int, seconds: float, ttl: float) -> None:
+    print(f"\n2. a {size:,}-peer fleet idling {seconds:g} s (leases of {ttl:g} s, renewed lazily)")
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    fleet = build(size, ttl=ttl)
+    gc.collect()
+    per_peer = (tracemalloc.get_traced_memory()[0] - before) / size
+    tracemalloc.stop()
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    await asyncio.sleep(seconds)
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    tool = fleet.call_peer(timeout=60)
+    failures = 0
+
+    async def call(i: int) -> None:
+        nonlocal failures
+        try:
+            await tool.acall(peer=f"p-{i}", prompt=PROMPT)
+        except Exception:
+            failures += 1
+
+    sem = asyncio.Semaphore(IN_FLIGHT)
+
+    async def bounded(i: int) -> None:
+        async with sem:
+            await call(i)
+
+    await asyncio.gather(*(bounded(i) for i in range(size)))
+    print(f"   CPU while idle: {cpu:.3f} s over {wall:.1f} s = {100 * cpu / wall:.2f}% of one core")
+    print(f"   memory per peer: {per_peer / 1024:.1f} KiB (tracemalloc)")
+    print(f"   afterwards, calls to each of the {size:,} peers: {size - failures:,} answered")
+    await tool.aclose()
+    await fleet.aclose()
+
+
+async def loopback(levels: list[int], peers: int, seconds: float) -> None:
+    print(f"\n3. over loopback sockets (fleet.serve(), {peers} echo peers)")
+    fleet = build(peers)
+    async with await fleet.serve() as served:
+        head = f"{'concurrency':>11} {'delegations/s':>14} {'errors':>7} {'vs concurrency 1':>17}"
+        print(f"   {head}")
+        base = 0.0
+        for level in levels:
+            tool = served.call_peer(timeout=60)
+            await rate(tool, peers, 0.2, min(level, 10))  # warm the pool
+            got, errors = await rate(tool, peers, max(seconds, level / 100), level)
+            base = base or got
+            print(f"   {level:>11,} {got:>14.0f} {errors:>7} {got / base:>17.2f}")
+            await tool.aclose()
+    await fleet.aclose()
+
+
+async def memory_per_call(total: int, window: int) -> None:
+    print(f"\n4. {total:,} delegations in one fleet (10 echo peers), memory per call")
+    fleet = build(10)
+    tool = fleet.call_peer(timeout=60)
+
+    async def batch(n: int, offset: int) -> None:
+        sem = asyncio.Semaphore(IN_FLIGHT)
+
+        async def one(i: int) -> None:
+            async with sem:
+                await tool.acall(peer=f"p-{i % 10}", prompt=PROMPT)
+
+        await asyncio.gather(*(one(offset + i) for i in range(n)))
+
+    await batch(200, 0)  # warm-up: pools, caches
+    gc.collect()
+    tracemalloc.start()
+    marks: list[int] = []
+    done = 0
+    while done < total:
+        gc.collect()
+        marks.append(tracemalloc.get_traced_memory()[0])
+        await batch(window, done)
+        done += window
+    gc.collect()
+    marks.append(tracemalloc.get_traced_memory()[0])
+    tracemalloc.stop()
+    per = [(b - a) / window for a, b in itertools.pairwise(marks)]
+    first, last = per[0], per[-1]
+    print(f"   first {window:,}: {first / 1024:.2f} KiB/call")
+    print(f"   last {window:,}: {last / 1024:.2f} KiB/call")
+    print(f"   last/first = {last / first:.2f} (each call leaves a session on its peer)")
+    await tool.aclose()
+    await fleet.aclose()
+
+
+async def main(args: argparse.Namespace) -> None:
+    sizes = [10, 100, 1_000] if args.quick else [10, 100, 1_000, 10_000]
+    steps: list[Callable[[], Awaitable[None]]] = [
+        lambda: in_process(sizes, args.rounds, args.seconds),
+        lambda: idle(sizes[-1], args.idle, args.idle_ttl),
+        lambda: loopback([1, 10, 200] if args.quick else [1, 10, 200, 1_000], 10, args.seconds),
+        lambda: memory_per_call(10_000 if not args.quick else 2_000, 1_000),
+    ]
+    for step in steps:
+        await step()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=1.5)
+    parser.add_argument("--idle", type=float, default=30.0)
+    parser.add_argument("--idle-ttl", type=float, default=3.0)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    asyncio.run(main(parser.parse_args()))
