@@ -431,6 +431,9 @@ class ServedFleet:
         uvicorn, server_class = _server_class()
         self._loop = asyncio.get_running_loop()
         try:
+            # Every server starts at once and one loop waits for them all: started one
+            # after another, a 1,000-peer fleet took 12 s to serve (a poll tick each).
+            starting: list[tuple[str, Daemon, Any, socket.socket]] = []
             for i, (name, daemon) in enumerate(self.fleet.daemons.items()):
                 family = socket.AF_INET6 if ":" in host else socket.AF_INET
                 # proto=IPPROTO_TCP matters: asyncio turns Nagle off (TCP_NODELAY) only for
@@ -466,10 +469,14 @@ class ServedFleet:
                 server = server_class(config)
                 task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
                 self._servers[name] = (server, task)
-                for _ in range(500):  # up to 5 s for the socket to accept
-                    if server.started or task.done():
-                        break
-                    await asyncio.sleep(0.01)
+                starting.append((name, daemon, server, sock))
+            tasks = [task for _, task in self._servers.values()]
+            for _ in range(500 + len(starting)):  # up to 5 s, and 10 ms more per server
+                servers = (server for _, _, server, _ in starting)
+                if all(s.started or t.done() for s, t in zip(servers, tasks, strict=True)):
+                    break
+                await asyncio.sleep(0.01)
+            for name, daemon, server, sock in starting:
                 if not server.started:
                     sock.close()
                     raise RuntimeError(f"simulator: the server for {name!r} did not start")
