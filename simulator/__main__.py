@@ -143,14 +143,22 @@ async def demo() -> list[Row]:
     return rows
 
 
-async def serve(peers: int, port: int, host: str, ttl: float = DEFAULT_TTL) -> int:
+async def serve(
+    peers: int,
+    port: int,
+    host: str,
+    ttl: float = DEFAULT_TTL,
+    join: str | None = None,
+    prefix: str = "peer-",
+) -> int:
     """A fleet on loopback until SIGINT or SIGTERM; 2 (one line on stderr) if it cannot serve.
 
-    Its peers heartbeat at a third of `ttl`, so they stay listed for as long as it runs.
+    Its peers heartbeat at a third of `ttl`, so they stay listed for as long as it runs;
+    with `join`, they register on that existing hub instead of one of our own.
     """
-    fleet = Fleet()
+    fleet = Fleet(hub=join)
     for i in range(1, peers + 1):
-        fleet.add_peer(f"peer-{i}", behaviors.echo(), labels={"index": str(i)}, ttl=ttl)
+        fleet.add_peer(f"{prefix}{i}", behaviors.echo(), labels={"index": str(i)}, ttl=ttl)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -169,9 +177,10 @@ async def serve(peers: int, port: int, host: str, ttl: float = DEFAULT_TTL) -> i
         await fleet.aclose()
         print(str(exc).replace("serve()", "serve"), file=sys.stderr)
         return 2
-    print(json.dumps({"ready": True, "urls": served.urls}), flush=True)
+    print(json.dumps({"ready": True, "hub": served.hub_url, "urls": served.urls}), flush=True)
+    where = "joined the hub" if join else "hub"
     print(
-        f"simulator: hub at {served.hub_url} with {peers} peer(s); Ctrl-C to stop",
+        f"simulator: {where} at {served.hub_url} with {peers} peer(s); Ctrl-C to stop",
         file=sys.stderr,
         flush=True,
     )
@@ -205,6 +214,15 @@ def main(argv: list[str] | None = None) -> int:
         help=f"each peer's lease in seconds (default {DEFAULT_TTL:g}; the hub clamps it to "
         f"{MAX_TTL:g}); peers heartbeat at a third of it, so they stay listed while it runs",
     )
+    serve_cmd.add_argument(
+        "--join",
+        metavar="URL",
+        help="register the peers on this existing hub (leases and heartbeats over HTTP) "
+        "instead of serving a hub of our own",
+    )
+    serve_cmd.add_argument(
+        "--prefix", default="peer-", help="peer names are PREFIX1, PREFIX2, ... (default peer-)"
+    )
     args = parser.parse_args(argv)
     if args.command == "demo":
         started = time.perf_counter()
@@ -216,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--peers must be >= 0")
     if not args.ttl > 0 or args.ttl == float("inf"):
         parser.error(f"--ttl must be a positive number of seconds, got {args.ttl:g}")
-    return asyncio.run(serve(args.peers, args.port, args.host, args.ttl))
+    return asyncio.run(serve(args.peers, args.port, args.host, args.ttl, args.join, args.prefix))
 
 
 if __name__ == "__main__":

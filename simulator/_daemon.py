@@ -786,10 +786,10 @@ class Daemon:
                 e.record(redact=not self.registry.may_manage(e, caller))
                 for e in self.registry.peers(labels)
             ]
-            body = JSONResponse({"peers": records}).body
+            encoded = bytes(JSONResponse({"peers": records}).body)
             if len(self._listings) >= _MAX_LISTINGS:  # callers choose filters: stay bounded
                 self._listings.clear()
-            self._listings[key] = body
+            self._listings[key] = body = encoded
         return body
 
     async def _register(self, request: Request) -> Response:

@@ -23,6 +23,7 @@ from coreagent_sdk import (
     RoutingTransport,
     SystemClock,
 )
+from coreagent_sdk._endpoint import checked_base_url
 from coreagent_sdk._http import _LIMITS, _shared_ssl_context
 from coreagent_sdk.errors import TransportFailure
 from coreagent_sdk.jupyter import is_waiting
@@ -31,6 +32,7 @@ from ._agents import Behavior
 from ._daemon import DEFAULT_SESSION_IDLE_TIMEOUT, Daemon
 from ._faults import Faults
 from ._fleet_directory import FleetDirectory
+from ._join import HubMembership
 from ._ratelimit import SessionRateLimit
 from ._registry import DEFAULT_TTL, MAX_TTL, Identity, PeerRegistry
 from ._roster import RosterEntry, fleet_html, fleet_roster
@@ -96,6 +98,13 @@ class Fleet:
     (the daemon's 24 h by default; short values keep long experiments small);
     ``refuse_foreign_reregistration`` makes the hub refuse a registration of a
     name another identity owns (a real hub accepts it).
+
+    ``hub`` joins an existing hub (a real one, or another process's
+    simulator) instead of using the fleet's own: once `serve()` puts the peers
+    on loopback sockets, each registers there at its loopback URL with a lease
+    and heartbeats over HTTP, as a daemon does, and deregisters when the
+    fleet stops. A fleet bigger than one process is several processes joining
+    one hub. Add the peers before `serve()`.
     """
 
     def __init__(
@@ -107,8 +116,11 @@ class Fleet:
         session_rate_limit: SessionRateLimit | None = None,
         session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT,
         refuse_foreign_reregistration: bool = False,
+        hub: str | None = None,
     ) -> None:
         self.clock: Clock = clock if clock is not None else SystemClock()
+        # Another hub this fleet joins (its peers register there when served), or None.
+        self.joined = checked_base_url(hub, "simulator") if hub is not None else None
         self.tokens = _identities(tokens)
         self.domain = domain
         self.session_rate_limit = session_rate_limit
@@ -135,7 +147,8 @@ class Fleet:
 
     @property
     def hub_url(self) -> str:
-        return self.url(_HUB)
+        """The fleet's hub: its own in-process one, or the hub it joined."""
+        return self.joined if self.joined is not None else self.url(_HUB)
 
     def url(self, name: str) -> str:
         """The in-process base URL of a daemon of this fleet."""
@@ -251,7 +264,10 @@ class Fleet:
         """Let the peer's lease lapse now, as if it stopped heartbeating; False if not registered.
 
         A fleet peer stays gone (its daemon still runs) until `revive(name)`.
+        On a joined hub it stops heartbeating there, and its lease lapses there.
         """
+        if self._served is not None and self._served.membership is not None:
+            self._served.membership.forget(name)
         return self.registry.expire(name)
 
     def revive(self, name: str) -> None:
@@ -280,10 +296,10 @@ class Fleet:
         token_env: str | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> HubDirectory:
-        """A `HubDirectory` over this fleet's hub, in-process."""
+        """A `HubDirectory` over this fleet's hub, in-process (over the network if joined)."""
         return HubDirectory(
             self.hub_url,
-            transport=self.transport,
+            transport=self.transport if self.joined is None else None,
             token=token,
             token_env=token_env,
             labels=labels,
@@ -297,7 +313,15 @@ class Fleet:
         same leases as `GET /peers`, no HTTP, no roster read per call), and
         peers are dialed in-process even while the fleet is served. Pass
         ``directory=fleet.directory()`` to go through the hub's HTTP API.
+
+        A fleet that joined another hub resolves names there and dials every
+        peer over the network (its own are served on loopback).
         """
+        if self.joined is not None:
+            kwargs.setdefault("transport", None)
+            tool = _call_peer(self.directory, kwargs)
+            self._tools.add(tool)
+            return tool
         kwargs.setdefault("transport", self.transport)
         kwargs.setdefault("directory", FleetDirectory(self))
         tool = CallPeer(**kwargs)
@@ -419,6 +443,8 @@ class ServedFleet:
         self._servers: dict[str, tuple[Any, asyncio.Task[None]]] = {}
         self._stopped: list[tuple[Any, asyncio.Task[None]]] = []
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop serving it
+        # The peers' leases on the hub a joined fleet registers with (None: its own hub).
+        self.membership: HubMembership | None = None
 
     def __repr__(self) -> str:
         return f"ServedFleet({self.urls!r})"
@@ -435,6 +461,8 @@ class ServedFleet:
             # after another, a 1,000-peer fleet took 12 s to serve (a poll tick each).
             starting: list[tuple[str, Daemon, Any, socket.socket]] = []
             for i, (name, daemon) in enumerate(self.fleet.daemons.items()):
+                if name == _HUB and self.fleet.joined is not None:
+                    continue  # the joined hub keeps the roster: this fleet's own is not served
                 family = socket.AF_INET6 if ":" in host else socket.AF_INET
                 # proto=IPPROTO_TCP matters: asyncio turns Nagle off (TCP_NODELAY) only for
                 # sockets that say they are TCP, and with Nagle on every small SSE frame
@@ -489,6 +517,22 @@ class ServedFleet:
             raise
         for name, url in self.urls.items():
             self._point(name, self.fleet.url(name), url)
+        if self.fleet.joined is not None:
+            await self._join(self.fleet.joined)
+
+    async def _join(self, hub: str) -> None:
+        """Register every served peer on the joined hub at its loopback URL, and keep it."""
+        self.membership = HubMembership(hub, clock=self.fleet.clock)
+        members = self.fleet._members
+        try:
+            await self.membership.join(
+                (name, url, members[name].labels, members[name].ttl)
+                for name, url in self.urls.items()
+                if name in members
+            )
+        except BaseException:
+            await self.aclose()
+            raise
 
     def _point(self, name: str, old: str, new: str) -> None:
         """Move a fleet peer's registration from endpoint `old` to `new` (not someone else's)."""
@@ -508,7 +552,7 @@ class ServedFleet:
 
     @property
     def hub_url(self) -> str:
-        return self.urls[_HUB]
+        return self.fleet.joined if self.fleet.joined is not None else self.urls[_HUB]
 
     def directory(self, labels: Mapping[str, str] | None = None, **kwargs: Any) -> HubDirectory:
         """A `HubDirectory` over the served hub, through the real network stack."""
@@ -528,7 +572,10 @@ class ServedFleet:
         return tool
 
     async def aclose(self) -> None:
-        """Stop the servers and point the registry back at the in-process URLs."""
+        """Deregister from a joined hub, stop the servers, point the registry back in-process."""
+        membership, self.membership = self.membership, None
+        if membership is not None:
+            await membership.aclose()
         for daemon in self.fleet.daemons.values():
             daemon.close_streams()
         servers = [*self._servers.values(), *self._stopped]
