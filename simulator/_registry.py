@@ -64,10 +64,6 @@ class _Entry:
     # Kept alive by its (simulated) daemon: renewed lazily, see PeerRegistry.keep_alive.
     kept: bool = False
 
-    def next_change(self) -> float:
-        """When this entry's listing changes by itself: its next beat, or its lease lapsing."""
-        return self.last_heartbeat + self.ttl / 3 if self.kept else self.lease_expires
-
     def renew(self, now: float) -> None:
         """Bring a kept lease up to `now` as heartbeats every third of the TTL would have."""
         if not self.kept:
@@ -126,11 +122,19 @@ class PeerRegistry:
         """
         if self._quiet_until is None:
             self._quiet_until = min(
-                (e.next_change() for e in self._by_name.values()), default=math.inf
+                (self._changes_at(e) for e in self._by_name.values()), default=math.inf
             )
         if self.clock.now() >= self._quiet_until:
             self._changed()
         return self._version
+
+    def _changes_at(self, entry: _Entry) -> float:
+        """When `entry`'s listing changes by itself: its next beat, or the prune tick
+        that drops it (the first at or after its lease lapses)."""
+        if entry.kept:
+            return entry.last_heartbeat + entry.ttl / 3
+        ticks = math.ceil((entry.lease_expires - self._epoch) / PRUNE_INTERVAL)
+        return self._epoch + ticks * PRUNE_INTERVAL
 
     def __len__(self) -> int:
         self.prune()
