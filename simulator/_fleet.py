@@ -121,6 +121,11 @@ class Fleet:
         self.clock: Clock = clock if clock is not None else SystemClock()
         # Another hub this fleet joins (its peers register there when served), or None.
         self.joined = checked_base_url(hub, "simulator") if hub is not None else None
+        if self.joined is not None and not self.joined.startswith("http://"):
+            raise ValueError(
+                f"simulator: a fleet joins a hub over plain http (its peers are served on "
+                f"loopback), got hub={hub!r}; pass the hub's http://host:port URL"
+            )
         self.tokens = _identities(tokens)
         self.domain = domain
         self.session_rate_limit = session_rate_limit

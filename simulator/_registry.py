@@ -103,6 +103,8 @@ class PeerRegistry:
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._by_name: dict[str, _Entry] = {}
+        self._ids: dict[str, _Entry] = {}  # by registration id; may hold stale ids, see _by_id
+        self._swept: float | None = None  # the prune tick last swept
         self._epoch = self.clock.now()  # the prune ticker starts with the registry
         # What `version()` serves: a counter bumped by every write, and the moment
         # before which no lease can lapse or beat by itself (None: not known yet).
@@ -150,6 +152,11 @@ class PeerRegistry:
     def prune(self) -> list[str]:
         """Drop leases that lapsed by the last tick; returns the names dropped."""
         tick = self._last_tick(self.clock.now())
+        if tick == self._swept:
+            # Swept at this tick already, and no write makes a lease lapse by a past tick
+            # (new and renewed leases end after now), except un-keeping one (keep_alive).
+            return []
+        self._swept = tick
         # A kept lease never lapses (its next beat is due before it would), so it
         # needs no renewal here; readers renew what they show.
         gone = [n for n, e in self._by_name.items() if not e.kept and e.lease_expires <= tick]
@@ -200,14 +207,19 @@ class PeerRegistry:
             lease_expires=now + ttl,
         )
         self._by_name[name] = entry
+        self._ids[entry.registration_id] = entry
+        if len(self._ids) > 2 * len(self._by_name) + 64:  # drop ids of entries long gone
+            self._ids = {e.registration_id: e for e in self._by_name.values()}
         self._changed()
         return entry
 
     def _by_id(self, registration_id: str) -> _Entry | None:
-        for entry in self._by_name.values():
-            if entry.registration_id == registration_id:
-                return entry
-        return None
+        # O(1): a fleet joining with 1,000 peers heartbeats hundreds of times a second.
+        entry = self._ids.get(registration_id)
+        if entry is not None and self._by_name.get(entry.name) is not entry:
+            del self._ids[registration_id]  # replaced, deregistered or pruned since
+            return None
+        return entry
 
     def heartbeat(self, registration_id: str) -> _Entry | None:
         """Extend the lease by its original TTL; None when the id is unknown or expired."""
@@ -278,6 +290,7 @@ class PeerRegistry:
         if entry is None:
             return False
         entry.kept = keep
+        self._swept = None  # an un-kept lease may have lapsed by the current tick already
         self._changed()
         return True
 

@@ -93,9 +93,11 @@ async def test_a_peer_the_hub_forgot_registers_again_at_its_next_beat() -> None:
     await home.aclose()
 
 
-def test_a_hub_url_that_is_not_http_is_refused_at_construction() -> None:
+def test_a_hub_url_that_is_not_plain_http_is_refused_at_construction() -> None:
     with pytest.raises(ValueError, match=r"simulator: URL 'hub' is refused"):
         Fleet(hub="hub")
+    with pytest.raises(ValueError, match=r"joins a hub over plain http"):
+        Fleet(hub="https://127.0.0.1:8844")
 
 
 # --- several processes, one hub, on loopback ------------------------------------------------
@@ -146,7 +148,7 @@ async def test_two_processes_of_a_thousand_peers_join_one_hub_and_a_stopped_one_
     try:
         hub_url = hub.ready()["hub"]
         kept = Process("--join", hub_url, "--peers", "1000", "--prefix", "a-", "--ttl", "60")
-        brief = Process("--join", hub_url, "--peers", "1000", "--prefix", "b-", "--ttl", "15")
+        brief = Process("--join", hub_url, "--peers", "1000", "--prefix", "b-", "--ttl", "5")
         processes += [kept, brief]
         started = time.monotonic()
         kept.ready()
@@ -163,7 +165,7 @@ async def test_two_processes_of_a_thousand_peers_join_one_hub_and_a_stopped_one_
             deadline = time.monotonic() + seconds  # bounded, and stops by itself
             got = await listed()
             while got != want and time.monotonic() < deadline:
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(0.5)
                 got = await listed()
             return got
 
@@ -175,10 +177,9 @@ async def test_two_processes_of_a_thousand_peers_join_one_hub_and_a_stopped_one_
                 assert answer.response == f"hello {name}"
             brief.proc.send_signal(signal.SIGSTOP)  # stopped: no heartbeat, no goodbye
             stopped = time.monotonic()
-            # 15 s leases: short, yet 1,000 heartbeats every 5 s stay within what one hub
-            # and its joiner answer on a 2-core machine shared with other work (a
-            # heartbeat costs about 1.6 ms of CPU end to end over loopback here).
-            assert await until({"a-": 1000, "b-": 0}, 40) == {"a-": 1000, "b-": 0}
+            # 5 s leases (1,000 heartbeats every 1.7 s until the stop), and the hub sweeps
+            # lapsed leases every 5 s: gone within about 10 s.
+            assert await until({"a-": 1000, "b-": 0}, 30) == {"a-": 1000, "b-": 0}
             print(f"lapsed in {time.monotonic() - stopped:.1f} s")
             with pytest.raises(UnknownPeerError):
                 await tool.acall(peer="b-923", prompt="still there?")
