@@ -112,7 +112,7 @@ class Process:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"},
         )
         self.err = ""
 
@@ -124,7 +124,7 @@ class Process:
         return dict(json.loads(line))
 
     def stderr(self) -> str:
-        return self.err[-2000:]
+        return self.err[-12000:]
 
     def signal_stop(self) -> None:
         if self.proc.poll() is None:
@@ -136,8 +136,12 @@ class Process:
         try:
             _, self.err = self.proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            _, self.err = self.proc.communicate(timeout=10)
+            self.proc.send_signal(signal.SIGABRT)  # faulthandler prints where it hung
+            try:
+                _, self.err = self.proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                _, self.err = self.proc.communicate(timeout=10)
             return -9
         return self.proc.returncode
 
@@ -186,7 +190,10 @@ async def test_two_processes_of_a_thousand_peers_join_one_hub_and_a_stopped_one_
             assert (await tool.acall(peer="a-999", prompt="and you?")).response == "and you?"
         await directory.aclose()
     finally:
-        for process in processes:  # all at once: each deregisters its peers on the way out
+        joiners = processes[1:]
+        for process in joiners:  # together: each deregisters its peers on the way out
             process.signal_stop()
-        codes = [p.wait() for p in processes]
+        codes = [p.wait() for p in joiners]
+        hub.signal_stop()  # last, so the joiners' goodbyes reach it
+        codes.insert(0, hub.wait())
     assert codes == [0] * len(processes), [p.stderr() for p in processes]
