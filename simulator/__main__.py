@@ -161,6 +161,9 @@ async def serve(
         fleet.add_peer(f"{prefix}{i}", behaviors.echo(), labels={"index": str(i)}, ttl=ttl)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    # A blocked signal mask is inherited from whoever started us (seen under a test
+    # runner): unblock the two that stop us, or SIGTERM would wait forever.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:

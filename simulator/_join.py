@@ -32,7 +32,8 @@ __all__ = ["HubMembership", "JoinError"]
 
 MIN_HEARTBEAT_INTERVAL = 1.0  # protocol.md: never faster than once a second
 BATCH = 256  # requests written back to back before their answers are read
-TIMEOUT = 30.0  # for one batch: connecting, writing, and reading every answer
+TIMEOUT = 10.0  # for one batch: connecting, writing, and reading every answer
+ATTEMPTS = 3  # a registration batch cut off is sent again on a fresh connection
 STOP_SECONDS = 5.0  # deregistering on the way out is bounded; leases lapse for the rest
 MAX_LINE = 8 * 1024  # of a status or header line
 MAX_HEADERS = 100
@@ -175,9 +176,16 @@ class HubMembership:
         leases = [_Lease(n, e, dict(labels), ttl) for n, e, labels, ttl in peers]
         for start in range(0, len(leases), BATCH):
             chunk = leases[start : start + BATCH]
-            for lease, (status, body) in zip(
-                chunk, await self._pipe.batch([self._registration(x) for x in chunk]), strict=True
-            ):
+            requests = [self._registration(x) for x in chunk]
+            for attempt in range(1, ATTEMPTS + 1):
+                try:
+                    answers = await self._pipe.batch(requests)
+                    break
+                except JoinError as exc:  # registering again is harmless: a new id
+                    if attempt == ATTEMPTS:
+                        raise
+                    _log.warning("join: %s; sending the batch again", exc)
+            for lease, (status, body) in zip(chunk, answers, strict=True):
                 if status != 201:
                     raise JoinError(
                         f"simulator: the hub at {self.hub_url} refused to register "
