@@ -15,6 +15,7 @@ from coreagent_sdk.errors import CallPeerError
 
 from . import behaviors
 from ._fleet import Fleet, PortInUseError
+from ._join import JoinError
 from ._registry import DEFAULT_TTL, MAX_TTL
 from ._runtime import SimulatedBuilder, SimulatedConfigLoader
 
@@ -176,7 +177,7 @@ async def serve(
             file=sys.stderr,
         )
         return 2
-    except ValueError as exc:
+    except (ValueError, JoinError) as exc:  # a bad host, or the joined hub refused us
         await fleet.aclose()
         print(str(exc).replace("serve()", "serve"), file=sys.stderr)
         return 2
