@@ -6,10 +6,17 @@ forward (running, then finished, truncated or failed) and the log is
 bounded: past `max_records` the oldest finished records are dropped, never
 a running one. The log itself is plain Python: widgets and plots read it,
 and neither is imported here.
+
+Sync calls run on worker threads (run_sync, or a user's ThreadPoolExecutor),
+so events arrive from any thread while a notebook reads the log: every write
+happens under one lock, every reader copies what it needs under that lock
+and works on the copy, and listeners run after the lock is released (a
+listener that reads the log, as a widget's redraw does, cannot deadlock).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -51,7 +58,9 @@ class CallLog:
 
     ``max_records`` bounds memory (the oldest finished calls go first);
     ``timer`` gives monotonic seconds (default `time.perf_counter`).
-    Listeners added with `subscribe` run after each event (widgets use this).
+    Listeners added with `subscribe` run after each event (widgets use this),
+    on the thread that delivered it. Safe to feed from many threads and read
+    from others at once.
     """
 
     def __init__(
@@ -63,18 +72,22 @@ class CallLog:
         self._timer = timer
         self._origin = timer()
         self._records: OrderedDict[int, CallRecord] = OrderedDict()
-        self._listeners: list[Callable[[CallPeerEvent], None]] = []
+        self._lock = threading.Lock()
+        # Replaced, never mutated: on_event reads it without copying.
+        self._listeners: tuple[Callable[[CallPeerEvent], None], ...] = ()
         self.events = 0
 
     def __repr__(self) -> str:
-        return f"CallLog({len(self._records)} calls: {self._summary()})"
+        records = self.records()
+        return f"CallLog({len(records)} calls: {self._summary(records)})"
 
     def _repr_html_(self) -> str:
         return _display.calls_html(self.records(), title="CallLog")
 
-    def _summary(self) -> str:
+    @staticmethod
+    def _summary(records: list[CallRecord]) -> str:
         counts: dict[str, int] = {}
-        for r in self._records.values():
+        for r in records:
             counts[r.state] = counts.get(r.state, 0) + 1
         return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
 
@@ -82,39 +95,48 @@ class CallLog:
         return len(self._records)
 
     def __iter__(self) -> Iterator[CallRecord]:
-        return iter(list(self._records.values()))
+        return iter(self.records())
 
     def records(self) -> list[CallRecord]:
-        """Every record, oldest call first."""
-        return list(self._records.values())
+        """Every record, oldest call first (a copy: later events do not change it)."""
+        with self._lock:
+            return list(self._records.values())
 
     def subscribe(self, listener: Callable[[CallPeerEvent], None]) -> Callable[[], None]:
         """Run `listener(event)` after each event; returns a function that unsubscribes."""
-        self._listeners.append(listener)
+        with self._lock:
+            self._listeners = (*self._listeners, listener)
 
         def unsubscribe() -> None:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
+            with self._lock:
+                if listener in self._listeners:
+                    kept = list(self._listeners)
+                    kept.remove(listener)
+                    self._listeners = tuple(kept)
 
         return unsubscribe
 
     def clear(self) -> None:
-        self._records.clear()
+        with self._lock:
+            self._records.clear()
 
     def on_event(self, event: CallPeerEvent) -> None:
-        """The hook to give a `CallPeer` (``on_event=log.on_event``)."""
-        self.events += 1
-        now = self._timer() - self._origin
-        record = self._records.get(event.call_id)
-        if record is None:
-            record = CallRecord(event.call_id, event.tool, event.peer, "running", started=now)
-            if event.duration_ms is not None:  # joined mid-call: the duration says when it began
-                record = attrs.evolve(record, started=now - event.duration_ms / 1000)
-        if record.state not in _DONE or event.kind == "finished":
-            record = self._apply(record, event, now)
-        self._records[event.call_id] = record
-        self._trim()
-        for listener in list(self._listeners):
+        """The hook to give a `CallPeer` (``on_event=log.on_event``); any thread may call it."""
+        with self._lock:
+            self.events += 1
+            now = self._timer() - self._origin
+            record = self._records.get(event.call_id)
+            if record is None:
+                record = CallRecord(event.call_id, event.tool, event.peer, "running", started=now)
+                if event.duration_ms is not None:  # joined mid-call: the duration says when
+                    record = attrs.evolve(record, started=now - event.duration_ms / 1000)
+            if record.state not in _DONE or event.kind == "finished":
+                record = self._apply(record, event, now)
+            self._records[event.call_id] = record
+            if len(self._records) > self.max_records:
+                self._trim()
+            listeners = self._listeners
+        for listener in listeners:
             listener(event)
 
     @staticmethod
@@ -137,10 +159,14 @@ class CallLog:
         return attrs.evolve(record, **changes)  # type: ignore[arg-type]
 
     def _trim(self) -> None:
-        if len(self._records) <= self.max_records:
-            return
-        for call_id, record in list(self._records.items()):
-            if len(self._records) <= self.max_records:
-                break
+        # Walk from the oldest and stop as soon as enough finished calls are found: a full
+        # log pays for the running calls at its head, not for a copy of every record.
+        excess = len(self._records) - self.max_records
+        doomed: list[int] = []
+        for call_id, record in self._records.items():
             if record.state in _DONE:
-                del self._records[call_id]
+                doomed.append(call_id)
+                if len(doomed) == excess:
+                    break
+        for call_id in doomed:
+            del self._records[call_id]

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -76,3 +80,67 @@ def test_a_listener_sees_each_event_until_it_unsubscribes() -> None:
 def test_max_records_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_records"):
         CallLog(max_records=0)
+
+
+def test_many_threads_writing_while_another_reads_never_break_the_log() -> None:
+    log = CallLog(max_records=500)
+    errors: list[str] = []
+    writers_done = threading.Event()
+
+    def write(worker: int) -> None:
+        for j in range(400):
+            call_id = worker * 1_000 + j + 1
+            log.on_event(CallPeerEvent("started", "call_peer", f"p{worker}", call_id=call_id))
+            log.on_event(
+                CallPeerEvent("finished", "call_peer", f"p{worker}", call_id=call_id, duration_ms=1)
+            )
+
+    def read() -> None:
+        deadline = time.monotonic() + 60
+        for _ in range(100_000):  # bounded; stops when the writers are done
+            if writers_done.is_set() or time.monotonic() > deadline:
+                return
+            try:
+                repr(log)
+                log._repr_html_()
+                assert len(log.records()) <= 500 + 8  # at most one running call per writer
+                list(log)
+                len(log)
+            except Exception as exc:  # every failure is the finding
+                errors.append(f"{type(exc).__name__}: {exc}")
+
+    reader = threading.Thread(target=read)
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # switch threads often, so a race shows in every run
+    try:
+        reader.start()
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(write, range(8)))
+    finally:
+        writers_done.set()
+        sys.setswitchinterval(switch)
+    reader.join(timeout=60)
+    assert not reader.is_alive()
+    assert errors == []
+    assert log.events == 8 * 400 * 2  # no increment lost between threads
+    records = log.records()
+    assert len(records) == 500 and {r.state for r in records} == {"finished"}
+
+
+def test_sync_calls_from_a_thread_pool_all_land_in_one_log() -> None:
+    fleet = Fleet()
+    fleet.add_peer("echo", behaviors.echo())
+    log = CallLog()
+    tool = fleet.call_peer(timeout=10, on_event=log.on_event)
+
+    def calls(worker: int) -> list[str]:
+        return [tool(peer="echo", prompt=f"{worker}-{j}").response for j in range(10)]
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = [a for batch in pool.map(calls, range(8), timeout=60) for a in batch]
+    assert sorted(answers) == sorted(f"{w}-{j}" for w in range(8) for j in range(10))
+    records = log.records()
+    assert len(records) == 80 == len({r.call_id for r in records})
+    assert {r.state for r in records} == {"finished"}
+    assert "finished 80" in repr(log)
+    fleet.close()

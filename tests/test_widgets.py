@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from coreagent_sdk import AgentConfig, CallPeerEvent, FakeClock, RuntimeCache
+from coreagent_sdk.jupyter import run_sync
 from coreagent_sdk.widgets import CacheView, CallLogView, FleetView
 from simulator import Fleet, SimulatedBuilder, SimulatedConfigLoader, behaviors
 
@@ -163,3 +167,90 @@ def test_a_view_shows_its_table_where_widgets_do_not_run() -> None:
     assert page.rows[1][1] == "<i>p</i>" and "i" not in page.tags
     assert bundle["text/plain"] == repr(view) and len(bundle["text/plain"]) < 200
     view.close()
+
+
+async def test_a_live_view_shows_sync_calls_made_in_a_running_loop_and_the_async_ones_after() -> (
+    None
+):
+    # As in a notebook cell: the sync call runs on run_sync's own loop in a worker thread,
+    # which is closed when the call returns; the view's redraws must not be left on it.
+    fleet = Fleet()
+    fleet.add_peer("a", behaviors.echo())
+    view = CallLogView(min_interval=0.05)
+    tool = fleet.call_peer(timeout=5, on_event=view.on_event)
+    for i in range(3):
+        tool(peer="a", prompt=f"sync-{i}")
+    await _until(lambda: "CallLog: 3 (finished 3)" in Page(view.widget.value).text)
+    for i in range(3):
+        await tool.acall(peer="a", prompt=f"async-{i}")
+    await _until(lambda: "CallLog: 6 (finished 6)" in Page(view.widget.value).text)
+    assert [row[1] for row in Page(view.widget.value).rows[1:]] == ["a"] * 6
+    view.close()
+    await tool.aclose()
+    await fleet.aclose()
+
+
+def test_a_view_whose_event_loop_has_closed_still_draws_the_events_that_follow() -> None:
+    async def build() -> CallLogView:
+        view = CallLogView(min_interval=0.02)
+        view.on_event(CallPeerEvent("started", "call_peer", "p", call_id=1))  # draws at once
+        view.on_event(CallPeerEvent("finished", "call_peer", "p", call_id=1))  # a redraw is due
+        return view
+
+    view = asyncio.run(build())  # its loop closes with that redraw still due
+    deadline = time.monotonic() + 3
+    call_id = 1
+    while f"CallLog: {call_id} (finished {call_id})" not in Page(view.widget.value).text:
+        assert time.monotonic() < deadline, f"the view froze at {Page(view.widget.value).text!r}"
+        call_id += 1  # no loop any more: each event draws once the interval has passed
+        view.on_event(CallPeerEvent("finished", "call_peer", "p", call_id=call_id))
+        time.sleep(0.005)
+    assert call_id > 1
+    view.close()
+
+
+async def test_views_fed_from_many_threads_redraw_on_their_own_loop_and_show_every_call() -> None:
+    fleet = Fleet()
+    fleet.add_peer("a", behaviors.echo())
+    view = CallLogView(min_interval=0.01)
+    drawn_on: set[int] = set()
+    view.widget.observe(lambda _change: drawn_on.add(threading.get_ident()), names="value")
+    tool = fleet.call_peer(timeout=10, on_event=view.on_event)
+
+    def calls(worker: int) -> None:
+        for j in range(10):
+            tool(peer="a", prompt=f"{worker}-{j}")
+
+    loop = asyncio.get_running_loop()
+    with ThreadPoolExecutor(8) as pool:
+        await asyncio.wait_for(
+            asyncio.gather(*(loop.run_in_executor(pool, calls, w) for w in range(8))), 60
+        )
+    await _until(lambda: "CallLog: 80 (finished 80)" in Page(view.widget.value).text)
+    assert drawn_on == {threading.get_ident()}  # never on a caller's thread
+    view.close()
+    await tool.aclose()
+    await fleet.aclose()
+
+
+async def test_the_cache_view_keeps_updating_after_sync_use_of_the_cache_in_a_running_loop() -> (
+    None
+):
+    loader = SimulatedConfigLoader(AgentConfig(id=a, slug=a) for a in "abcd")
+    cache = RuntimeCache(loader, SimulatedBuilder(), max_instances=2)
+    view = CacheView(cache, min_interval=0.05)
+
+    async def use(agents: str) -> None:
+        for agent in agents:
+            await cache.processor(agent)
+
+    run_sync(use("abac"))  # on run_sync's own loop, closed when it returns
+
+    def resident() -> list[str]:
+        return [row[1] for row in Page(view.widget.value).rows[1:]]
+
+    await _until(lambda: resident() == ["c", "a"] and "evictions 1" in Page(view.widget.value).text)
+    await use("d")  # now on this loop
+    await _until(lambda: resident() == ["d", "c"] and "evictions 2" in Page(view.widget.value).text)
+    view.close()
+    await cache.aclose()
