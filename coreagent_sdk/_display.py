@@ -19,16 +19,18 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from ._call_peer import CallPeerResult
     from ._calllog import CallRecord
     from ._directory import Peer
-    from ._runtime_cache import RuntimeCache
+    from ._runtime_cache import CacheStats, RuntimeCache
 
 __all__ = [
+    "CacheState",
     "cache_html",
+    "cache_state",
     "cache_text",
     "calls_html",
     "fleet_html",
@@ -214,18 +216,36 @@ def _cache_rows(cache: RuntimeCache) -> list[tuple[str, str, int]]:
     return [(s.agent_id, s.slug, s.pins) for s in reversed(slots)]
 
 
-def cache_text(cache: RuntimeCache) -> str:
-    s = cache.stats
+class CacheState(NamedTuple):
+    """What a cache display shows, copied at one moment (a widget draws it on another thread)."""
+
+    rows: tuple[tuple[str, str, int], ...]  # agent, slug, pins; most recently used first
+    stats: CacheStats
+    resident: int
+    max_instances: int
+    building: int
+
+
+def cache_state(cache: RuntimeCache) -> CacheState:
+    return CacheState(
+        tuple(_cache_rows(cache)), cache.stats, len(cache), cache.max_instances, len(cache._builds)
+    )
+
+
+def cache_text(cache: RuntimeCache | CacheState) -> str:
+    c = cache if isinstance(cache, CacheState) else cache_state(cache)
+    s = c.stats
     return (
-        f"RuntimeCache(resident={len(cache)}, max_instances={cache.max_instances}, "
-        f"building={len(cache._builds)}, hits={s.hits}, misses={s.misses}, builds={s.builds}, "
+        f"RuntimeCache(resident={c.resident}, max_instances={c.max_instances}, "
+        f"building={c.building}, hits={s.hits}, misses={s.misses}, builds={s.builds}, "
         f"evictions={s.evictions}, closes={s.closes})"
     )
 
 
-def cache_html(cache: RuntimeCache) -> str:
-    s = cache.stats
-    rows = [(i + 1, agent, slug, pins) for i, (agent, slug, pins) in enumerate(_cache_rows(cache))]
+def cache_html(cache: RuntimeCache | CacheState) -> str:
+    c = cache if isinstance(cache, CacheState) else cache_state(cache)
+    s = c.stats
+    rows = [(i + 1, agent, slug, pins) for i, (agent, slug, pins) in enumerate(c.rows)]
     counters = (
         f"hits {s.hits:,} · misses {s.misses:,} · builds {s.builds:,} · "
         f"build failures {s.build_failures:,} · evictions {s.evictions:,} · closes {s.closes:,}"
@@ -233,10 +253,7 @@ def cache_html(cache: RuntimeCache) -> str:
     table = table_html(
         ("LRU", "agent", "slug", "leases held"),
         rows,
-        title=(
-            f"RuntimeCache: {len(cache)} of {cache.max_instances} resident, "
-            f"{len(cache._builds)} building"
-        ),
+        title=f"RuntimeCache: {c.resident} of {c.max_instances} resident, {c.building} building",
         note=counters + " · most recently used first",
     )
     return table

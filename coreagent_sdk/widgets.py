@@ -6,10 +6,20 @@ is imported when a view is made, never by `import coreagent_sdk`.
 The invariant every view keeps: however many events arrive, the front end is
 sent at most one update per ``min_interval`` seconds, and the last state is
 always drawn. The first event after a quiet spell draws at once; events
-inside the interval only mark the view dirty, and one redraw is scheduled on
-the running event loop (the kernel's) for the end of the interval. Without a
-running loop the next event or `refresh()` draws. So 1,000 calls a second
-cost a handful of redraws, not 1,000.
+inside the interval only mark the view dirty, and one redraw is scheduled for
+the end of the interval. So 1,000 calls a second cost a handful of redraws,
+not 1,000.
+
+Events arrive on any thread: a sync call inside a notebook cell runs on
+run_sync's worker thread, under a loop closed when the call returns, and
+users make sync calls from thread pools. So a view belongs to the loop (and
+thread) that built it: an event on another thread hands the redraw over to
+that loop with `call_soon_threadsafe`, and a redraw never runs on a caller's
+loop, which may be gone before it fires. A view built with no running loop
+(a plain script), or whose loop has closed, draws on the event's thread when
+the interval allows, and otherwise on the next event or `refresh()`; redraws
+never overlap. What a redraw reads is read under the reader's own lock
+(`CallLog`) or from a copy the event's thread made (`CacheView`).
 
 Each view is driven by what it shows: `CallLogView` by a `CallLog` fed from
 `CallPeer(on_event=...)`, `CacheView` by the cache's own events, `FleetView`
@@ -21,10 +31,12 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from . import _display
 from ._call_peer import CallPeerEvent
 from ._calllog import CallLog
 from ._runtime_cache import CacheEvent, RuntimeCache
@@ -43,7 +55,11 @@ def _ipywidgets() -> Any:
 
 
 class _Throttle:
-    """Calls `redraw` at most once per `min_interval` seconds, and always after the last request."""
+    """Calls `redraw` at most once per `min_interval` seconds, and always after the last request.
+
+    Owned by the loop running where it was made (if any): scheduled redraws run
+    there, whichever thread requests them.
+    """
 
     def __init__(
         self,
@@ -58,36 +74,87 @@ class _Throttle:
         self._redraw = redraw
         self.min_interval = float(min_interval)
         self._timer = timer
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None  # a plain script: draw on the event's thread
+        self._owner = threading.get_ident()
+        self._state = threading.Lock()  # guards the fields below; never held while drawing
+        self._drawing = threading.Lock()  # one redraw at a time
         self._last = -math.inf
-        self._pending: asyncio.TimerHandle | None = None
+        # A redraw is due: True while handed over to the owner loop, then its TimerHandle.
+        self._pending: asyncio.TimerHandle | bool = False
         self.dirty = False
         self.requests = 0
 
+    def _live_loop(self) -> asyncio.AbstractEventLoop | None:
+        loop = self._loop
+        if loop is not None and (loop.is_closed() or not loop.is_running()):
+            # Its loop is gone (or stopped): a redraw left on it would never run.
+            # Forget it for good once closed; a stopped loop may run again.
+            if loop.is_closed():
+                self._loop = None
+            self._pending = False
+            return None
+        return loop
+
     def request(self) -> None:
-        self.requests += 1
-        self.dirty = True
-        if self._pending is not None:
-            return  # a redraw is already due at the end of the interval
-        wait = self._last + self.min_interval - self._timer()
-        if wait <= 0:
-            self.fire()
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return  # no loop to wake us: the next request or refresh() draws
-        self._pending = loop.call_later(wait, self.fire)
+        with self._state:
+            self.requests += 1
+            self.dirty = True
+            loop = self._live_loop()
+            if self._pending:
+                return  # a redraw is already due at the end of the interval
+            wait = self._last + self.min_interval - self._timer()
+            if loop is not None and threading.get_ident() != self._owner:
+                self._pending = True
+                try:
+                    loop.call_soon_threadsafe(self._arm)
+                except RuntimeError:  # closed since we looked: the next request draws
+                    self._pending = False
+                return
+            if wait > 0:
+                if loop is not None:
+                    self._pending = loop.call_later(wait, self.fire)
+                return  # without a loop nothing can wake us: the next request or refresh()
+            self._claim()  # under the lock, so two threads cannot both draw in one interval
+        self._draw()
+
+    def _arm(self) -> None:
+        """On the owner loop: draw now, or at the end of the interval."""
+        with self._state:
+            if self._pending is not True:
+                return  # cancelled, or drawn since
+            wait = self._last + self.min_interval - self._timer()
+            if wait > 0 and self._loop is not None:
+                self._pending = self._loop.call_later(wait, self.fire)
+                return
+            self._claim()
+        self._draw()
 
     def fire(self) -> None:
-        self.cancel()
+        """Draw now, whatever the interval says (`refresh()`, and the scheduled redraw)."""
+        with self._state:
+            self._claim()
+        self._draw()
+
+    def _claim(self) -> None:
+        self._cancel()
         self._last = self._timer()
-        self.dirty = False
-        self._redraw()
+        self.dirty = False  # cleared before drawing: an event during the draw marks it again
+
+    def _draw(self) -> None:
+        with self._drawing:
+            self._redraw()  # reads the newest state, whenever it runs
 
     def cancel(self) -> None:
-        if self._pending is not None:
-            self._pending.cancel()
-            self._pending = None
+        with self._state:
+            self._cancel()
+
+    def _cancel(self) -> None:
+        pending, self._pending = self._pending, False
+        if isinstance(pending, asyncio.TimerHandle):
+            pending.cancel()
 
 
 class _View:
@@ -165,19 +232,29 @@ class CacheView(_View):
     """A live view of a `RuntimeCache`: resident instances in LRU order, leases, counters.
 
     Redrawn from the cache's own events (built, hit, evicted, closed, ...); a
-    hook the cache already had keeps running, before the view's.
+    hook the cache already had keeps running, before the view's. A cache driven
+    on another thread (a sync call, a thread pool) is drawn as that thread saw
+    it at its last event, never read while that thread changes it.
     """
 
     def __init__(self, cache: RuntimeCache, *, min_interval: float = 0.25) -> None:
         super().__init__(min_interval)
         self.cache = cache
         self.events = 0
+        self._lock = threading.Lock()
+        self._seen: _display.CacheState | None = None  # None: read the cache itself
+        owner = threading.get_ident()
         previous = cache._on_event
 
         def hook(event: CacheEvent) -> None:
             if previous is not None:
                 previous(event)
-            self.events += 1
+            # On the view's own thread the cache is idle whenever a redraw runs; elsewhere,
+            # copy it now, on the thread that is changing it (a few microseconds).
+            seen = None if threading.get_ident() == owner else _display.cache_state(cache)
+            with self._lock:
+                self.events += 1
+                self._seen = seen
             self._throttle.request()
 
         self._previous = previous
@@ -188,7 +265,9 @@ class CacheView(_View):
         return f"CacheView({self.cache!r}, updates={self.updates})"
 
     def _html(self) -> str:
-        return self.cache._repr_html_()
+        with self._lock:
+            seen = self._seen
+        return _display.cache_html(self.cache if seen is None else seen)
 
     def close(self) -> None:
         self.cache._on_event = self._previous

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -252,5 +253,43 @@ async def test_the_cache_view_keeps_updating_after_sync_use_of_the_cache_in_a_ru
     await _until(lambda: resident() == ["c", "a"] and "evictions 1" in Page(view.widget.value).text)
     await use("d")  # now on this loop
     await _until(lambda: resident() == ["d", "c"] and "evictions 2" in Page(view.widget.value).text)
+    view.close()
+    await cache.aclose()
+
+
+async def test_the_cache_view_draws_a_cache_driven_on_another_thread_consistently() -> None:
+    loader = SimulatedConfigLoader(AgentConfig(id=a, slug=a) for a in "abcdefgh")
+    cache = RuntimeCache(loader, SimulatedBuilder(), max_instances=3)
+    view = CacheView(cache, min_interval=0.0)  # every event asks for a redraw
+    frames: list[tuple[str, int, int]] = []
+
+    def check(change: dict[str, str]) -> None:
+        page = Page(change["new"])
+        frames.append((page.text.split(" resident")[0], len(page.rows) - 1, threading.get_ident()))
+
+    view.widget.observe(check, names="value")
+
+    async def churn() -> None:
+        for i in range(300):
+            await cache.processor("abcdefgh"[(i * 5) % 8])
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # switch threads often, so a torn read would show
+    try:
+        worker = threading.Thread(target=asyncio.run, args=(churn(),))
+        worker.start()
+        for _ in range(600):  # the view's loop stays free to redraw while the worker churns
+            if not worker.is_alive():
+                break
+            await asyncio.sleep(0.005)
+        worker.join(timeout=10)
+    finally:
+        sys.setswitchinterval(switch)
+    assert not worker.is_alive()
+    await _until(lambda: f"hits {cache.stats.hits}" in Page(view.widget.value).text)
+    assert len(frames) > 2
+    for title, rows, drawn_on in frames:
+        assert title == f"RuntimeCache: {rows} of 3", title  # count and rows from one moment
+        assert drawn_on == threading.get_ident()
     view.close()
     await cache.aclose()
