@@ -33,6 +33,7 @@ from ._directory import (
 )
 from ._endpoint import endpoint_problem
 from ._hosts import HostAllowList
+from ._oversized import OversizedFrame
 from ._recording import (
     RECORDING_VERSION,
     Recording,
@@ -113,6 +114,7 @@ __all__ = [
     "MAX_LINE_BYTES",
     "MAX_TIMEOUT",
     "ModelDefaults",
+    "OversizedFrame",
     "PROTOCOL_VERSION",
     "RECORDING_VERSION",
     "Pause",

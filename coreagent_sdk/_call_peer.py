@@ -46,9 +46,11 @@ from ._directory import Directory, HubDirectory, Peer, lookup_peer, read_token
 from ._endpoint import endpoint_problem, shown_url
 from ._hosts import HostAllowList
 from ._http import LoopBoundClient
+from ._oversized import OversizedFrame
 from ._rate_limit import waiting_out_rate_limits
 from ._scrub import scrub, server_text
-from ._wire import AgentFrame, Frame, TurnComplete, TurnError
+from ._sse import MAX_EVENT_BYTES
+from ._wire import AgentEvent, AgentFrame, Frame, TurnComplete, TurnError
 from .errors import (
     APIStatusError,
     AuthenticationError,
@@ -63,6 +65,7 @@ from .errors import (
     PeerTimeoutError,
     PeerTurnError,
     PermissionDeniedError,
+    ProtocolError,
     RateLimitedError,
     StreamEndedError,
     TransportFailure,
@@ -101,6 +104,14 @@ _MAX_QUOTED = 1000  # characters of a peer's own words quoted in an error messag
 # The daemon's cap on an inject body (protocol.md: write bodies, inject 8 KiB). A prompt
 # over it is refused before any request, so no session is left open on the peer.
 _MAX_INJECT_BYTES = 8 * 1024
+# Past this many bytes of JSON an event is read from its two ends (`_oversized`), and
+# its first bytes must hold `cap` bytes of text: Go writes <, > and & as 6-byte \u escapes.
+_EVENT_MARGIN = 64 * 1024
+
+
+def _event_bound(cap: int) -> int:
+    return max(MAX_EVENT_BYTES, 6 * cap + _EVENT_MARGIN)
+
 
 Gate = Callable[[str, str], "Awaitable[None] | None"]
 """A gate: `gate(tool, peer)`, sync or async; it raises `PermissionDeniedError` to refuse."""
@@ -594,6 +605,12 @@ class CallPeer:
             )
         if isinstance(exc, APIStatusError):
             return PeerRequestError(f"{who} failed {step}: {exc}", status_code=exc.status_code)
+        if isinstance(exc, ProtocolError):
+            # It answered, in a shape (or a size) this SDK does not read: not unreachable.
+            where = f" (session {call.session_id})" if call.session_id else ""
+            return PeerRequestError(
+                f"{who} sent an answer on {step} that cannot be read{where}: {exc}"
+            )
         return PeerRequestError(f"{who} could not be reached on {step}: {exc}")
 
     async def _ask(
@@ -607,7 +624,14 @@ class CallPeer:
                 f"({', '.join(hosts.patterns) or 'empty'}); nothing was sent. Add the host "
                 "to allowed_hosts if it is trusted"
             )
-        client = AttachClient(target.endpoint, http_client=self._http.get(), token=token)
+        bound = _event_bound(self.max_response_bytes)
+        client = AttachClient(
+            target.endpoint,
+            http_client=self._http.get(),
+            token=token,
+            max_event_bytes=bound,
+            max_line_bytes=bound,
+        )
         step = "POST /sessions"
         try:
             session = await waiting_out_rate_limits(
@@ -619,7 +643,7 @@ class CallPeer:
             call.session_id = session.session_id
             self._emit("session_opened", call)
             step = "GET events"
-            async with client.events(session, types=_READ_TYPES) as frames:
+            async with client.events(session, types=_READ_TYPES, cut_oversized=True) as frames:
                 step = "POST inject"
                 await client.inject(session, prompt)
                 step = _READING
@@ -642,11 +666,20 @@ class CallPeer:
         cap = self.max_response_bytes
         pieces: list[str] = []
         size = 0  # UTF-8 bytes of SEPARATOR.join(pieces)
-        frame: Frame
+        frame: Frame | OversizedFrame
         async for frame in frames:
             kind = type(frame)
+            oversize = kind is OversizedFrame
+            if oversize:
+                # One event past the bound, read from its two ends: its text is a prefix.
+                oversized: OversizedFrame = frame  # type: ignore[assignment]
+                if oversized.frame is None:
+                    raise self._unreadable(
+                        call, oversized, "it is not an agent event this SDK reads"
+                    )
+                frame, kind = oversized.frame, AgentFrame
             if kind is AgentFrame:
-                event = frame.event  # type: ignore[union-attr]
+                event: AgentEvent = frame.event  # type: ignore[union-attr]
                 if event.partial:
                     continue
                 # A peer may echo the caller's token; it must not reach the model.
@@ -656,6 +689,11 @@ class CallPeer:
                     if not pieces:
                         text = text.lstrip()
                     grown = size + len(text.encode()) + (2 if pieces else 0)
+                    if oversize and grown <= cap:
+                        # Its first bytes did not fill the cap, and the rest is gone.
+                        raise self._unreadable(
+                            call, oversized, f"its first bytes held {grown - size} bytes of text"
+                        )
                     if grown > cap:
                         whole = _SEPARATOR.join([*pieces, text]).encode()
                         # Cutting bytes can split a character: drop the broken tail.
@@ -692,6 +730,14 @@ class CallPeer:
                 "Retry, or read the session on the peer"
             )
         return _SEPARATOR.join(pieces).strip(), False
+
+    def _unreadable(self, call: _Call, oversized: OversizedFrame, why: str) -> PeerRequestError:
+        return PeerRequestError(
+            f"{self.name}: peer {_q(call.peer)} sent one event of {oversized.size} bytes, over "
+            f"the {_event_bound(self.max_response_bytes)} bytes a call reads of one event, and "
+            f"it could not be read ({why}); no partial answer is returned. Read it on the peer "
+            f"(session {call.session_id}), or ask for a shorter answer"
+        )
 
     def _emit(
         self,

@@ -17,6 +17,7 @@ from ._deadline import DEFAULT_REQUEST_TIMEOUT, NO_HTTPX_TIMEOUT, outer_deadline
 from ._endpoint import checked_base_url, endpoint_problem, shown_url
 from ._http import make_http_client, read_json, status_error, transport_failure
 from ._inflate import ACCEPT_ENCODING
+from ._oversized import OversizedFrame
 from ._sse import MAX_EVENT_BYTES, MAX_LINE_BYTES, iter_frames
 from ._token import checked_token
 from ._wire import (
@@ -287,7 +288,8 @@ class AttachClient:
         since: int | None = None,
         *,
         types: Collection[str] | None = None,
-    ) -> AsyncIterator[AsyncIterator[Frame]]:
+        cut_oversized: bool = False,
+    ) -> AsyncIterator[AsyncIterator[Frame | OversizedFrame]]:
         """Open `GET {path}/events`; yields an async iterator of typed frames.
 
         The stream is open (the daemon has answered 200) when the block is
@@ -296,6 +298,11 @@ class AttachClient:
         session's recorded events after that sequence number. ``types`` keeps
         only those event types (e.g. ``{"agent", "turn-complete"}``), skipping
         the rest unparsed. Leaving the block closes the stream.
+
+        An event over ``max_event_bytes`` raises `FrameTooLargeError`; with
+        ``cut_oversized=True`` it is read to its end in bounded memory instead
+        and yielded as an `OversizedFrame` (its frame with the text its first
+        ``max_event_bytes`` held).
         """
         request = self._build(
             "GET",
@@ -332,6 +339,7 @@ class AttachClient:
                 max_line_bytes=self._max_line_bytes,
                 max_event_bytes=self._max_event_bytes,
                 types=types,
+                cut_oversized=cut_oversized,
             )
             try:
                 yield frames

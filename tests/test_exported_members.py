@@ -45,6 +45,7 @@ SDK = {
     "MAX_LINE_BYTES",
     "MAX_TIMEOUT",
     "ModelDefaults",
+    "OversizedFrame",
     "PROTOCOL_VERSION",
     "Pause",
     "RECORDING_VERSION",

@@ -51,13 +51,21 @@ async def test_endless_data_lines_in_one_event_stop_at_the_event_bound() -> None
     assert body.pulled <= MAX_EVENT_BYTES + CHUNK
 
 
-async def test_one_huge_event_is_refused_before_it_is_buffered_whatever_the_cap() -> None:
+async def test_one_huge_event_is_truncated_at_the_cap_without_being_buffered() -> None:
+    # Read to its end to learn who wrote it (the daemon writes Author last), but only its
+    # first bytes and its last 32 KiB are ever held.
     body = Pulled(one_huge_event(100 * MIB))
-    tool = tool_for(StreamingPeer(body), timeout=10, max_response_bytes=16 * 1024)
-    with pytest.raises(PeerRequestError) as info:
-        await tool.acall(peer="evil", prompt="go")
-    assert isinstance(info.value.__cause__, FrameTooLargeError)
-    assert body.pulled <= MAX_EVENT_BYTES + 2 * CHUNK
+    tool = tool_for(StreamingPeer(body), timeout=30, max_response_bytes=16 * 1024)
+    tracemalloc.start()
+    try:
+        result = await tool.acall(peer="evil", prompt="go")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert result.truncated and len(result.response.encode()) <= 16 * 1024
+    assert result.response.startswith("y" * 1000 + "y" * 1000)
+    assert body.pulled >= 99 * MIB
+    assert peak < 16 * MIB, f"peak {peak / MIB:.1f} MiB"
 
 
 async def test_the_event_bound_is_a_client_option() -> None:
