@@ -277,3 +277,13 @@ def test_a_sync_call_over_sockets_from_another_thread_still_reaches_a_served_fle
 
     asyncio.run(serve_and_call_from_a_thread())
     assert answers == ["from a thread"]
+
+
+async def test_a_peer_that_stops_heartbeating_lapses_a_lease_after_its_last_beat(clocked) -> None:
+    fleet, clock = clocked
+    clock.advance(3600)  # an hour of beats that nothing has read yet
+    assert fleet.registry.keep_alive("prod-1", False)  # its daemon stops heartbeating now
+    assert "prod-1" in await listed(fleet)
+    clock.advance(30)  # its ttl: the lease from its last beat has lapsed...
+    clock.advance(5)  # ...and the hub's 5 s prune tick has come
+    assert sorted(await listed(fleet)) == ["prod-2"]
