@@ -161,6 +161,7 @@ class HubMembership:
         self._pipe = _Pipe(hub_url, token)
         self._leases: dict[str, _Lease] = {}
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
         self.heartbeats = 0
         self.registrations = 0
 
@@ -226,7 +227,10 @@ class HubMembership:
         lease.due = self._clock.now() + max(MIN_HEARTBEAT_INTERVAL, granted / 3)
 
     async def _keep(self) -> None:
-        while True:
+        # Not `while True`: on Python 3.11 asyncio.wait_for can swallow a cancellation
+        # that lands as its inner call finishes, and a keeper that missed its cancel
+        # must still stop (seen as a joiner that never exited after SIGTERM).
+        while not self._closing:
             now = self._clock.now()
             due = [lease for lease in self._leases.values() if lease.due <= now][:BATCH]
             if due:
@@ -266,11 +270,15 @@ class HubMembership:
 
     async def aclose(self, *, deregister: bool = True) -> None:
         """Stop heartbeating; deregister every peer (within a bounded time) unless told not to."""
+        self._closing = True
         task, self._task = self._task, None
-        if task is not None:
+        for _ in range(10):  # bounded: a keeper that missed one cancel gets another
+            if task is None or task.done():
+                break
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await asyncio.wait([task], timeout=1)
+        if task is not None and task.done() and not task.cancelled():
+            task.exception()  # retrieved: a keeper's error is not the caller's
         leases, self._leases = list(self._leases.values()), {}
         gone = [
             ("DELETE", f"/peers/{quote(x.registration_id, safe='')}", b"")
