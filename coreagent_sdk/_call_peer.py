@@ -685,15 +685,20 @@ class CallPeer:
                 # A peer may echo the caller's token; it must not reach the model.
                 text = scrub(event.text)
                 by_model = event.author not in ("", "user")
+                if oversize and by_model:
+                    held = len(text.lstrip().encode()) if not pieces else len(text.encode()) + 2
+                    if size + held <= cap:
+                        # Its first bytes did not fill the cap, and the rest (text after a
+                        # huge tool result, say) is gone: an answer missing it would lie.
+                        raise self._unreadable(
+                            call,
+                            oversized,
+                            f"its first bytes held {len(text.encode())} bytes of text",
+                        )
                 if text and by_model:
                     if not pieces:
                         text = text.lstrip()
                     grown = size + len(text.encode()) + (2 if pieces else 0)
-                    if oversize and grown <= cap:
-                        # Its first bytes did not fill the cap, and the rest is gone.
-                        raise self._unreadable(
-                            call, oversized, f"its first bytes held {grown - size} bytes of text"
-                        )
                     if grown > cap:
                         whole = _SEPARATOR.join([*pieces, text]).encode()
                         # Cutting bytes can split a character: drop the broken tail.

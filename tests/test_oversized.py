@@ -165,3 +165,23 @@ async def test_an_oversized_event_that_is_not_json_still_fails_at_the_bound() ->
         await tool.acall(peer="big", prompt="go")
     assert "could not be reached" not in str(info.value)
     assert body.pulled <= 2 * MIB
+
+
+async def test_an_oversized_event_ending_the_turn_with_its_text_discarded_fails_not_empty() -> None:
+    # A huge tool result first, the answer text after it: that text was in the discarded
+    # middle, so an empty answer would be a silent loss.
+    payload = event("", TurnComplete=True)
+    payload["event"]["Content"]["parts"] = [
+        {"functionResponse": {"name": "dump", "response": {"out": "@@"}}},
+        {"text": "the answer"},
+    ]
+    head, tail = sse(payload).split(b"@@")
+
+    def chunks() -> Iterator[bytes]:
+        yield head
+        yield from [b"z" * CHUNK] * 40
+        yield tail
+
+    tool, _ = tool_for(chunks)
+    with pytest.raises(PeerRequestError, match="sent one event of"):
+        await tool.acall(peer="big", prompt="go")
