@@ -256,8 +256,10 @@ class EventDecoder:
                 elif pos == size:
                     self._skip_lf = True
             if cut.line_end():
+                self._check_cut(cut)  # however the chunks fell, as if it had gone on
                 self._cut = None
-                rest: list[tuple[str, str] | CutEvent] = [cut.event()]
+                # An event with no data line is not dispatched (the SSE spec), however long.
+                rest: list[tuple[str, str] | CutEvent] = [cut.event()] if cut.has_data else []
                 return rest + self.feed(chunk[pos:]) if pos < size else rest
         return []
 
@@ -313,8 +315,9 @@ class EventDecoder:
             elif name == b"event":
                 self._type = value
             # id and retry are not used by this protocol; unknown fields are ignored.
-        over_line = len(partial) > self._line_limit
-        if over_line or self._size + len(partial) > self._limit:
+        held = len(partial) - keep_cr  # a CR kept for the next chunk is a line end, not data
+        over_line = held > self._line_limit
+        if over_line or self._size + held > self._limit:
             if not self._cut_oversized:
                 if over_line:
                     raise self._too_large("a line", self._line_limit)

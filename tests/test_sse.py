@@ -122,3 +122,36 @@ def test_any_bytes_decode_or_fail_typed_only_past_the_bound(body: bytes, size: i
                 assert len(data.encode()) <= 64
     except FrameTooLargeError:
         assert fed > 64
+
+
+def _decode_cut(chunks: list[bytes], limit: int) -> list[object]:
+    decoder = EventDecoder(limit, limit, cut_oversized=True)
+    out: list[object] = []
+    try:
+        for chunk in chunks:
+            out += decoder.feed(chunk)
+    except FrameTooLargeError:
+        out.append("too large")  # an oversized event whose first bytes are not agent JSON
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    body=_SSE_BYTES,
+    cuts=st.lists(st.integers(min_value=0, max_value=500), max_size=8),
+    limit=st.integers(min_value=4, max_value=40),
+)
+def test_cut_reading_gives_the_same_events_however_the_bytes_are_split(
+    body: bytes, cuts: list[int], limit: int
+) -> None:
+    # With the oversized-event reading on, an event past the bound keeps its two ends;
+    # where the chunks split the stream must not change what comes out.
+    body += b'event: agent\ndata: {"seq":1,"event":{"Content":{"parts":[{"text":"' + b"q" * 60
+    body += b'"}]},"Author":"m"}}\n\n'
+    points = sorted({c % (len(body) + 1) for c in cuts})
+    pieces = [body[a:b] for a, b in zip([0, *points], [*points, len(body)], strict=True)]
+    whole, split = _decode_cut([body], limit), _decode_cut(pieces, limit)
+    # An error drops what its chunk had completed, so only the verdict must agree then.
+    assert ("too large" in split) == ("too large" in whole)
+    if "too large" not in whole:
+        assert split == whole
