@@ -203,7 +203,11 @@ class HubDirectory:
             raise ValueError(
                 "directory: pass either token= or token_env=, not both (token_env is read per call)"
             )
-        if timeout is not None and not (isinstance(timeout, (int, float)) and 0 < timeout < 1e9):
+        if timeout is not None and (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not 0 < timeout < float("inf")
+        ):
             raise ValueError(
                 f"directory: timeout must be a positive number of seconds or None, got "
                 f"{timeout!r}; the default is {DEFAULT_REQUEST_TIMEOUT:g}"
