@@ -363,7 +363,25 @@ class Fleet:
             await daemon.aclose()
 
     def close(self) -> None:
-        """Best-effort synchronous cleanup (for sync fixtures): cancel running turns."""
+        """Synchronous cleanup (for sync fixtures): cancel running turns, stop the servers.
+
+        A fleet served on a loop that is idle now (an async test's loop, at a sync
+        fixture's teardown) is closed there in full, as `aclose` does; if that loop is
+        closed already, the listening sockets are closed here.
+        """
+        served = self._served
+        loop = served._loop if served is not None else None
+        if (
+            served is not None
+            and loop is not None
+            and not loop.is_closed()
+            and not loop.is_running()
+        ):
+            loop.run_until_complete(self.aclose())
+            return
+        if served is not None and (loop is None or loop.is_closed()):
+            for sock in served._sockets:
+                sock.close()
         for daemon in self.daemons.values():
             _cancel(daemon)
 
@@ -400,7 +418,7 @@ class _ServedTransport(httpx.AsyncBaseTransport):
     it: without this check the call would wait out its whole deadline.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._loop = loop
         self._pools: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, httpx.AsyncHTTPTransport
@@ -423,6 +441,14 @@ class _ServedTransport(httpx.AsyncBaseTransport):
         return await pool.handle_async_request(request)
 
     async def aclose(self) -> None:
+        # A tool or directory closing its client: on the serving loop the pool is the served
+        # fleet's (shared by every tool it handed out) and closes with it; any other loop is
+        # a sync call's own, which dies with that call, so its connections go now.
+        if asyncio.get_running_loop() is not self._loop:
+            await self.release()
+
+    async def release(self) -> None:
+        """Close this loop's pooled connections (the served fleet does, as it stops)."""
         pool = self._pools.pop(asyncio.get_running_loop(), None)
         if pool is not None:
             await pool.aclose()
@@ -448,6 +474,10 @@ class ServedFleet:
         self._servers: dict[str, tuple[Any, asyncio.Task[None]]] = {}
         self._stopped: list[tuple[Any, asyncio.Task[None]]] = []
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop serving it
+        # The loopback connections of every tool and directory this hands out: theirs to use,
+        # the served fleet's to close, so a tool used inline and collected owns no socket.
+        self._network = _ServedTransport()
+        self._sockets: list[socket.socket] = []
         # The peers' leases on the hub a joined fleet registers with (None: its own hub).
         self.membership: HubMembership | None = None
 
@@ -460,7 +490,7 @@ class ServedFleet:
                 f"simulator: serve() binds loopback only, got host {host!r}; use '127.0.0.1'"
             )
         uvicorn, server_class = _server_class()
-        self._loop = asyncio.get_running_loop()
+        self._loop = self._network._loop = asyncio.get_running_loop()
         try:
             # Every server starts at once and one loop waits for them all: started one
             # after another, a 1,000-peer fleet took 12 s to serve (a poll tick each).
@@ -503,6 +533,7 @@ class ServedFleet:
                 task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
                 self._servers[name] = (server, task)
                 starting.append((name, daemon, server, sock))
+                self._sockets.append(sock)
             tasks = [task for _, task in self._servers.values()]
             for _ in range(500 + len(starting)):  # up to 5 s, and 10 ms more per server
                 servers = (server for _, _, server, _ in starting)
@@ -561,7 +592,7 @@ class ServedFleet:
 
     def directory(self, labels: Mapping[str, str] | None = None, **kwargs: Any) -> HubDirectory:
         """A `HubDirectory` over the served hub, through the real network stack."""
-        kwargs.setdefault("transport", _ServedTransport(self._loop))
+        kwargs.setdefault("transport", self._network)
         return HubDirectory(self.hub_url, labels=labels, **kwargs)
 
     def call_peer(self, **kwargs: Any) -> CallPeer:
@@ -571,7 +602,7 @@ class ServedFleet:
         (that loop waits for the call, so its sockets cannot answer): await
         `acall` there, or use `fleet.call_peer()`.
         """
-        kwargs.setdefault("transport", _ServedTransport(self._loop))
+        kwargs.setdefault("transport", self._network)
         tool = _call_peer(self.directory, kwargs)
         self.fleet._tools.add(tool)
         return tool
@@ -581,6 +612,7 @@ class ServedFleet:
         membership, self.membership = self.membership, None
         if membership is not None:
             await membership.aclose()
+        await self._network.release()
         for daemon in self.fleet.daemons.values():
             daemon.close_streams()
         servers = [*self._servers.values(), *self._stopped]
@@ -593,6 +625,9 @@ class ServedFleet:
                 server.force_exit = True
         self._servers.clear()
         self._stopped.clear()
+        for sock in self._sockets:
+            sock.close()  # uvicorn closed those it started with; not one that failed to start
+        self._sockets.clear()
         for name, url in self.urls.items():
             self.fleet.transport.unmount(url.removeprefix("http://"))
             self._point(name, url, self.fleet.url(name))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
+import sys
 from datetime import datetime
 
 import httpx
@@ -287,3 +289,55 @@ async def test_a_peer_that_stops_heartbeating_lapses_a_lease_after_its_last_beat
     clock.advance(30)  # its ttl: the lease from its last beat has lapsed...
     clock.advance(5)  # ...and the hub's 5 s prune tick has come
     assert sorted(await listed(fleet)) == ["prod-2"]
+
+
+INLINE_TOOLS = """
+import asyncio, gc, sys
+
+from simulator import Fleet, behaviors
+
+caught = []
+sys.unraisablehook = lambda event: caught.append(str(event.exc_value))
+
+
+async def main():
+    fleet = Fleet()
+    fleet.add_peer("p", behaviors.echo())
+    async with await fleet.serve() as served:
+        assert (await served.call_peer(timeout=5).acall(peer="p", prompt="x")).response == "x"
+        assert [p.name for p in await served.directory().peers()] == ["p"]
+        gc.collect()
+    await fleet.aclose()
+
+
+asyncio.run(main())
+gc.collect()
+print(caught)
+"""
+
+
+def test_served_tools_and_directories_used_inline_leave_no_socket_open() -> None:
+    # Tools nobody keeps are collected right after the call: their connections must be the
+    # served fleet's, closed with it (before, each one's unclosed sockets were reported).
+    done = subprocess.run(
+        [sys.executable, "-W", "error::ResourceWarning", "-c", INLINE_TOOLS],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_closing_a_served_fleet_from_sync_code_stops_its_servers() -> None:
+    fleet = Fleet()
+    fleet.add_peer("p", behaviors.echo())
+    loop = asyncio.new_event_loop()
+    try:
+        served = loop.run_until_complete(fleet.serve())
+        port = int(served.urls["p"].rsplit(":", 1)[1])
+        fleet.close()  # a sync fixture's teardown: the serving loop is idle
+        with socket.socket() as probe, pytest.raises(ConnectionRefusedError):
+            probe.connect(("127.0.0.1", port))
+    finally:
+        loop.close()

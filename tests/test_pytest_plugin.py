@@ -69,3 +69,44 @@ def test_the_plugin_is_registered_from_the_sdk_not_from_the_simulator() -> None:
 
     (plugin,) = [e for e in entry_points(group="pytest11") if e.name == "coreagent_simulator"]
     assert plugin.value == "coreagent_sdk.pytest_plugin"
+
+
+# A user's project with pytest-asyncio (and hypothesis, as in [dev]) under -W error: a test
+# that calls a served fleet with an inline tool, then one that serves the fixture's fleet and
+# forgets to close it, then a plain sync test, which used to fail for the sockets left open.
+SERVING_TESTS = """
+from simulator import behaviors
+
+
+async def test_serve_and_call_over_sockets_inline(fleet):
+    fleet.add_peer("p", behaviors.echo())
+    async with await fleet.serve() as served:
+        assert (await served.call_peer(timeout=5).acall(peer="p", prompt="x")).response == "x"
+    await fleet.aclose()
+
+
+async def test_serve_and_forget_to_close(fleet):
+    fleet.add_peer("p", behaviors.echo())
+    served = await fleet.serve()
+    assert served.urls["p"].startswith("http://127.0.0.1:")
+
+
+def test_next_one_sync(fleet):
+    fleet.add_peer("p", behaviors.reply("ok"))
+    assert fleet.call_peer()(peer="p", prompt="s").response == "ok"
+"""
+
+
+def test_a_fixture_fleet_served_and_left_open_is_closed_at_teardown(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeini(
+        "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
+    )
+    pytester.makepyfile(test_serving=SERVING_TESTS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "error")
+    output = result.stdout.str() + result.stderr.str()
+    assert "unclosed" not in output
+    assert "SystemError" not in output
+    result.assert_outcomes(passed=3)
+    assert result.ret == 0
