@@ -73,6 +73,7 @@ class _Cut:
         "head_limit",
         "line",
         "name",
+        "other",
         "size",
         "strip",
         "tail",
@@ -90,6 +91,9 @@ class _Cut:
         self.name = b""  # the field name read so far while it is not known
         self.strip = False  # drop one space at the start of the value
         self.checked = False  # whether the full head was found worth reading on
+        # Bytes read past the bound that are no data (field names, comments, line ends):
+        # a flood of them is no answer, and reading it line by line only costs time.
+        self.other = 0
 
     def add(self, data: bytes) -> None:
         self.size += len(data)
@@ -115,12 +119,15 @@ class _Cut:
             buf = self.name + part
             colon = buf.find(b":")
             if colon < 0:
+                self.other += len(part)
                 if len(buf) > _MAX_FIELD_NAME:
                     self.line, self.name = b"skip", b""
                 else:
                     self.name = buf
                 return
-            name, part = buf[:colon], buf[colon + 1 :]
+            name, rest = buf[:colon], buf[colon + 1 :]
+            self.other += len(part) - len(rest)
+            part = rest
             self.name, self.strip = b"", True
             if name == b"data":
                 self.line = b"data"
@@ -129,19 +136,25 @@ class _Cut:
                 self.line, self.type = b"event", b""
             else:
                 self.line = b"skip"  # a comment, id, retry or unknown field
-        if self.line == b"skip" or not part:
+        if not part:
+            return
+        if self.line == b"skip":
+            self.other += len(part)
             return
         if self.strip:
             self.strip = False
             if part[:1] == b" ":
+                self.other += 1
                 part = part[1:]
         if self.line == b"data":
             self.add(part)
         else:
+            self.other += len(part)
             self.type = (self.type + part)[:_MAX_TYPE]
 
     def line_end(self) -> bool:
         """The current line ended; True when it was the blank line that ends the event."""
+        self.other += 1
         if not self.line and not self.name:
             return True
         if not self.line:  # a whole line with no colon: a field with an empty value
@@ -211,6 +224,11 @@ class EventDecoder:
 
     def _check_cut(self, cut: _Cut) -> None:
         """Once the first bytes are in, give up on an event they show cannot be read."""
+        if cut.other > cut.head_limit:
+            # Past the bound mostly with what is no data (comments, field names, tiny
+            # lines): no answer looks like that, so stop as the plain reader would.
+            self._cut = None
+            raise self._too_large("an event", self._limit)
         if cut.checked or len(cut.head) < cut.head_limit:
             return
         cut.checked = True
