@@ -485,6 +485,12 @@ class Daemon:
                 f"got {session_idle_timeout!r}; the daemon's default is "
                 f"{DEFAULT_SESSION_IDLE_TIMEOUT:g}"
             )
+        if session_rate_limit is not None and not isinstance(session_rate_limit, SessionRateLimit):
+            # Refused here: taken, it made every POST /sessions answer 500.
+            raise ValueError(
+                f"simulator: session_rate_limit must be a SessionRateLimit(...) or None (off), "
+                f"got {session_rate_limit!r}; SessionRateLimit() is the daemon's defaults"
+            )
         self.name = name
         self.behavior: Behavior = behavior if behavior is not None else echo()
         self.multi_session = multi_session

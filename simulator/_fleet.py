@@ -67,6 +67,23 @@ def _identities(tokens: Mapping[str, Identity | str] | None) -> dict[str, Identi
     return {t: (i if isinstance(i, Identity) else Identity(i)) for t, i in tokens.items()}
 
 
+def _rate_limit(
+    value: object, where: str, default: SessionRateLimit | None
+) -> SessionRateLimit | None:
+    """A `session_rate_limit` argument as the daemon takes it; True is ``default``."""
+    if isinstance(value, SessionRateLimit):
+        return value
+    if value is True:
+        return default
+    if value is None or value is False:
+        return None
+    raise ValueError(
+        f"simulator: {where} session_rate_limit must be a SessionRateLimit(...), True or "
+        f"None/False (off), got {value!r}; pass SessionRateLimit(per_minute=..., burst=...) "
+        f"(SessionRateLimit() is the daemon's burst 5, then 10 a minute)"
+    )
+
+
 @attrs.frozen
 class _Member:
     """How a fleet peer registers, so that `revive` can do it again."""
@@ -93,9 +110,10 @@ class Fleet:
 
     Fidelity options (see the README's "Where we differ from the daemon"):
     ``session_rate_limit`` limits `POST /sessions` per caller on every peer
-    (None, the default, is off; `SessionRateLimit()` is the daemon's burst 5,
-    then 10 a minute); ``session_idle_timeout`` evicts sessions idle that long
-    (the daemon's 24 h by default; short values keep long experiments small);
+    (None or False, the default, is off; True or `SessionRateLimit()` is the
+    daemon's burst 5, then 10 a minute; anything else is a ValueError);
+    ``session_idle_timeout`` evicts sessions idle that long (the daemon's 24 h
+    by default; short values keep long experiments small);
     ``refuse_foreign_reregistration`` makes the hub refuse a registration of a
     name another identity owns (a real hub accepts it).
 
@@ -113,11 +131,13 @@ class Fleet:
         tokens: Mapping[str, Identity | str] | None = None,
         clock: Clock | None = None,
         domain: str = "sim",
-        session_rate_limit: SessionRateLimit | None = None,
+        session_rate_limit: SessionRateLimit | bool | None = None,
         session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT,
         refuse_foreign_reregistration: bool = False,
         hub: str | None = None,
     ) -> None:
+        # Checked first: a value the daemons cannot use made every peer answer 500.
+        limit = _rate_limit(session_rate_limit, "Fleet()", SessionRateLimit())
         self.clock: Clock = clock if clock is not None else SystemClock()
         # Another hub this fleet joins (its peers register there when served), or None.
         self.joined = checked_base_url(hub, "simulator") if hub is not None else None
@@ -128,7 +148,7 @@ class Fleet:
             )
         self.tokens = _identities(tokens)
         self.domain = domain
-        self.session_rate_limit = session_rate_limit
+        self.session_rate_limit: SessionRateLimit | None = limit
         self.session_idle_timeout = session_idle_timeout
         self.registry = PeerRegistry(self.clock)
         self.transport = RoutingTransport()
@@ -192,7 +212,7 @@ class Fleet:
         after ``ttl`` (for lease experiments). ``token`` is the peer's own
         credential on a protected fleet: its registration is owned by that
         token's identity. ``session_rate_limit`` overrides the fleet's for this
-        peer (True: the fleet's; None: off).
+        peer (True: the fleet's; None or False: off; or a `SessionRateLimit`).
         """
         if not isinstance(name, str) or not _NAME.match(name) or name == _HUB:
             raise ValueError(
@@ -206,6 +226,7 @@ class Fleet:
                 f"simulator: ttl must be a positive number of seconds, got {ttl!r}; "
                 f"the default is {DEFAULT_TTL:g} and the hub clamps it to {MAX_TTL:g}"
             )
+        limit = _rate_limit(session_rate_limit, "add_peer()", self.session_rate_limit)
         owner = None
         if self.tokens is not None and token is not None:
             identity = self.tokens.get(token)
@@ -215,14 +236,13 @@ class Fleet:
                     "table; add it to Fleet(tokens=...)"
                 )
             owner = identity.name
-        limit = self.session_rate_limit if session_rate_limit is True else session_rate_limit
         daemon = Daemon(
             name,
             behavior=behavior,
             multi_session=multi_session,
             tokens=self.tokens,
             clock=self.clock,
-            session_rate_limit=limit or None,
+            session_rate_limit=limit,
             session_idle_timeout=self.session_idle_timeout,
         )
         self._mount(name, daemon)

@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from coreagent_sdk import FakeClock
-from coreagent_sdk.errors import DirectoryError, UnknownPeerError
-from simulator import MAX_TTL, Fleet, behaviors
+from coreagent_sdk.errors import DirectoryError, PeerRateLimitedError, UnknownPeerError
+from simulator import MAX_TTL, Fleet, SessionRateLimit, behaviors
 
 
 def stamp(text: str) -> float:
@@ -341,3 +341,38 @@ def test_closing_a_served_fleet_from_sync_code_stops_its_servers() -> None:
             probe.connect(("127.0.0.1", port))
     finally:
         loop.close()
+
+
+async def test_a_fleet_with_session_rate_limit_true_limits_like_the_daemon_and_never_answers_500():
+    fleet = Fleet(session_rate_limit=True)
+    fleet.add_peer("p", behaviors.echo())
+    try:
+        assert fleet.session_rate_limit == SessionRateLimit()
+        tool = fleet.call_peer(timeout=5)
+        answers = [(await tool.acall(peer="p", prompt=f"n{i}")).response for i in range(5)]
+        assert answers == [f"n{i}" for i in range(5)]  # the daemon's burst of 5
+        with pytest.raises(PeerRateLimitedError):
+            await tool.acall(peer="p", prompt="one too many")
+    finally:
+        await fleet.aclose()
+
+
+def test_session_rate_limit_false_or_none_is_off_on_the_fleet_and_on_a_peer() -> None:
+    for off in (False, None):
+        fleet = Fleet(session_rate_limit=off)
+        assert fleet.session_rate_limit is None
+        assert fleet.add_peer("p", behaviors.echo()).rate_limiter is None
+        limited = Fleet(session_rate_limit=SessionRateLimit(burst=2))
+        assert limited.add_peer("q", session_rate_limit=off).rate_limiter is None
+        assert limited.add_peer("r").rate_limiter is not None
+
+
+@pytest.mark.parametrize("bad", [1, 5.0, "5/min", {"burst": 5}, (10, 5)])
+def test_a_session_rate_limit_that_is_not_one_is_refused_at_construction(bad: object) -> None:
+    with pytest.raises(ValueError, match=r"session_rate_limit.*SessionRateLimit\(") as refused:
+        Fleet(session_rate_limit=bad)  # type: ignore[arg-type]
+    assert repr(bad) in str(refused.value)
+    fleet = Fleet()
+    with pytest.raises(ValueError, match=r"session_rate_limit.*SessionRateLimit\("):
+        fleet.add_peer("p", session_rate_limit=bad)  # type: ignore[arg-type]
+    assert "p" not in fleet.daemons

@@ -560,3 +560,12 @@ async def test_a_body_that_is_not_utf8_json_is_a_400_never_a_500(open_fleet, bod
     )
     assert answer.status_code == 400, answer.text
     assert answer.text.startswith("malformed JSON: ")
+
+
+@pytest.mark.parametrize("bad", [True, 5, "5/min"])
+def test_a_daemon_refuses_a_session_rate_limit_it_could_not_apply(bad: object) -> None:
+    # Taken, such a value made every POST /sessions answer 500.
+    from simulator import Daemon
+
+    with pytest.raises(ValueError, match=r"SessionRateLimit\(\.\.\.\) or None"):
+        Daemon("p", session_rate_limit=bad)  # type: ignore[arg-type]
