@@ -467,7 +467,7 @@ class CallPeer:
                 where = f" (session {call.session_id})" if call.session_id else ""
                 raise PeerTimeoutError(
                     f"{self.name}: peer {_q(peer)} did not finish within "
-                    f"{self.timeout:g} s{where}; "
+                    f"{self.timeout:.3g} s{where}; "
                     "no partial answer is returned. Ask for less, or raise timeout= "
                     f"(at most {MAX_TIMEOUT:g})"
                 ) from None

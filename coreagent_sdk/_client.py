@@ -128,6 +128,8 @@ class AttachClient:
                 f"the default is {DEFAULT_REQUEST_TIMEOUT:g}"
             )
         self.timeout = None if timeout is None else float(timeout)
+        # The option a timeout message tells the user to raise (a wrapper names its own).
+        self._timeout_option = "AttachClient(timeout=...)"
         self.base_url = dial_base(checked_base_url(base_url, "attach"))
         self._token = checked_token(token, "token=", "attach")
         self._owns_http = http_client is None
@@ -234,7 +236,7 @@ class AttachClient:
         raise RequestTimeoutError(
             f"attach: {what} on {shown_url(self.base_url)} did not finish within "
             f"{self.timeout:g} s (the whole-request deadline); the server is stalled or "
-            "slow: check it, or raise AttachClient(timeout=...)"
+            f"slow: check it, or raise {self._timeout_option}"
         )
 
     async def _json(self, method: str, path: str, what: str, **kwargs: Any) -> Any:

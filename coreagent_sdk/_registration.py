@@ -148,6 +148,7 @@ class PeerRegistration:
         self._client = AttachClient(
             self.hub_url, transport=self._transport, token=token, timeout=self.timeout
         )
+        self._client._timeout_option = "PeerRegistration(timeout=...)"
         try:
             await self._register()
         except CoreAgentError as exc:

@@ -731,3 +731,14 @@ async def test_a_lookup_that_answers_something_else_is_a_directory_error() -> No
 async def test_an_empty_function_directory_says_no_peers_are_registered() -> None:
     with pytest.raises(UnknownPeerError, match="no peers are registered with this hub right now"):
         await CallPeer(DirectoryFunc(None)).acall(peer="echo", prompt="hi")
+
+
+async def test_a_timeout_with_many_digits_is_shown_to_three_significant_ones() -> None:
+    # A delegation hop's budget is what is left of a deadline: "within 0.0478219 s" before.
+    fleet = Fleet()
+    fleet.add_peer("stuck", behaviors.never_finish())
+    try:
+        with pytest.raises(PeerTimeoutError, match=r'"stuck" did not finish within 0\.0478 s'):
+            await fleet.call_peer(timeout=0.0478219).acall(peer="stuck", prompt="go")
+    finally:
+        await fleet.aclose()

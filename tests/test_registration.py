@@ -153,3 +153,20 @@ async def test_a_fake_clock_wakes_sleepers_in_deadline_order() -> None:
     assert woke == ["early", "late"] and clock.now() == 5
     with pytest.raises(ValueError, match="must be >= 0"):
         clock.advance(-1)
+
+
+async def test_a_registration_that_times_out_names_its_own_timeout_option(fleet) -> None:
+    # A stalled hub on the system clock; the message used to say AttachClient(timeout=...).
+    fleet.faults("hub").latency = 5
+    registration = PeerRegistration(
+        HUB,
+        name="py-worker",
+        endpoint="http://py-worker.internal:9000",
+        transport=fleet.transport,
+        timeout=0.05,
+    )
+    with pytest.raises(RegistrationError) as failed:
+        async with registration:
+            pass
+    assert "PeerRegistration(timeout=...)" in str(failed.value)
+    assert "AttachClient(" not in str(failed.value)
