@@ -385,18 +385,20 @@ class Fleet:
     def close(self) -> None:
         """Synchronous cleanup (for sync fixtures): cancel running turns, stop the servers.
 
-        A fleet served on a loop that is idle now (an async test's loop, at a sync
-        fixture's teardown) is closed there in full, as `aclose` does; if that loop is
-        closed already, the listening sockets are closed here.
+        A fleet served on a loop that is idle now is closed there in full, as `aclose`
+        does. A loop torn down with the fleet still served (pytest-asyncio closes an
+        async test's loop before a sync fixture's teardown) has stopped its servers as
+        it cancelled them; their listening sockets are closed here in any case.
         """
         served = self._served
         loop = served._loop if served is not None else None
-        if (
-            served is not None
-            and loop is not None
-            and not loop.is_closed()
-            and not loop.is_running()
-        ):
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            here = False
+        else:
+            here = True  # sync code under a running loop: no loop can be run from here
+        if loop is not None and not here and not loop.is_closed() and not loop.is_running():
             loop.run_until_complete(self.aclose())
             return
         if served is not None and (loop is None or loop.is_closed()):
@@ -550,7 +552,7 @@ class ServedFleet:
                     timeout_keep_alive=30,
                 )
                 server = server_class(config)
-                task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
+                task = asyncio.get_running_loop().create_task(self._serve(server, sock))
                 self._servers[name] = (server, task)
                 starting.append((name, daemon, server, sock))
                 self._sockets.append(sock)
@@ -575,6 +577,19 @@ class ServedFleet:
             self._point(name, self.fleet.url(name), url)
         if self.fleet.joined is not None:
             await self._join(self.fleet.joined)
+
+    async def _serve(self, server: Any, sock: socket.socket) -> None:
+        try:
+            await server.serve(sockets=[sock])
+        except asyncio.CancelledError:
+            # The loop is being torn down with the fleet still served (a test that never
+            # closed it): stop now, on this loop, so no socket outlives it unclosed.
+            server.force_exit = True  # connections are closed, not waited for
+            with contextlib.suppress(Exception):
+                await server.shutdown(sockets=[sock])
+            with contextlib.suppress(Exception):
+                await self._network.release()
+            raise
 
     async def _join(self, hub: str) -> None:
         """Register every served peer on the joined hub at its loopback URL, and keep it."""

@@ -91,6 +91,12 @@ async def test_serve_and_forget_to_close(fleet):
     assert served.urls["p"].startswith("http://127.0.0.1:")
 
 
+async def test_serve_call_over_sockets_and_forget_to_close(fleet):
+    fleet.add_peer("p", behaviors.echo())
+    served = await fleet.serve()
+    assert (await served.call_peer(timeout=5).acall(peer="p", prompt="y")).response == "y"
+
+
 def test_next_one_sync(fleet):
     fleet.add_peer("p", behaviors.reply("ok"))
     assert fleet.call_peer()(peer="p", prompt="s").response == "ok"
@@ -108,5 +114,5 @@ def test_a_fixture_fleet_served_and_left_open_is_closed_at_teardown(
     output = result.stdout.str() + result.stderr.str()
     assert "unclosed" not in output
     assert "SystemError" not in output
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=4)
     assert result.ret == 0
