@@ -45,8 +45,9 @@ MAX_FAN_OUT = 16  # peers one fan-out turn asks at most: a bounded number of req
 _KEEP = 0.5  # share of the time left that a hop may hand on; the rest is for reporting back
 _MIN_BUDGET = 0.001  # under this a hop does not dial: it could only time out
 
-# (peer name, session id) -> the monotonic deadline a simulated caller gave that session's turn
-_deadlines: dict[tuple[str, str], float] = {}
+# session id -> the monotonic deadline a simulated caller gave that session's turn. Keyed by
+# the session alone: a directory may list a peer under another name than its daemon's.
+_deadlines: dict[str, float] = {}
 _call_ids = itertools.count(1)
 
 Prompt = str | Callable[[str, str], str] | None
@@ -73,7 +74,7 @@ def _tool(via: Any, options: dict[str, Any]) -> CallPeer:
 
 def _budget(turn: Turn, timeout: float) -> float:
     """This turn's time for its sub-calls: its own timeout, or half what its caller left it."""
-    inherited = _deadlines.get((turn.agent, turn.session_id))
+    inherited = _deadlines.get(turn.session_id) if turn.session_id else None
     if inherited is None:
         return timeout
     return min(timeout, (inherited - time.monotonic()) * _KEEP)
@@ -159,13 +160,13 @@ def _behaviour(
 
     async def run(turn: Turn) -> None:
         budget = _budget(turn, timeout)
-        noted: list[tuple[str, str]] = []
+        noted: list[str] = []
         started = time.monotonic()
 
         def note(event: CallPeerEvent) -> None:
             # Before the prompt lands: the callee's turn finds its deadline here.
             if event.kind == "session_opened":
-                key = (event.peer, event.session_id)
+                key = event.session_id
                 _deadlines[key] = started + budget
                 noted.append(key)
 

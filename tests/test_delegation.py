@@ -8,7 +8,16 @@ from typing import Any
 
 import pytest
 
-from coreagent_sdk import AgentEvent, AgentFrame, AllowList, AttachClient, CallPeerResult
+from coreagent_sdk import (
+    AgentEvent,
+    AgentFrame,
+    AllowList,
+    AttachClient,
+    CallPeer,
+    CallPeerResult,
+    Peer,
+    StaticDirectory,
+)
 from coreagent_sdk.errors import PeerTurnError
 from simulator import Fleet, behaviors
 
@@ -236,3 +245,22 @@ async def test_a_result_of_a_sub_call_is_the_wire_json_of_call_peer_result() -> 
     back = CallPeerResult(**{k: v for k, v in response.response.items() if k != "truncated"})
     assert (back.peer, back.response) == ("back", "done")
     assert set(response.response) == {"peer", "session_id", "response", "duration_ms"}
+
+
+async def test_a_cycle_ends_even_when_the_directory_names_peers_by_other_names() -> None:
+    # The deadline follows the callee's session, whatever name the caller knew it by.
+    fleet = Fleet()
+
+    def aliased(name: str, target: str) -> Any:
+        def make(**options: Any) -> CallPeer:
+            directory = StaticDirectory([Peer(name, fleet.url(target))])
+            return CallPeer(directory, transport=fleet.transport, **options)
+
+        return make
+
+    fleet.add_peer("a", behaviors.delegate("alias-of-b", via=aliased("alias-of-b", "b"), timeout=1))
+    fleet.add_peer("b", behaviors.delegate("alias-of-a", via=aliased("alias-of-a", "a"), timeout=1))
+    async with fleet.call_peer(timeout=5) as tool:
+        with pytest.raises(PeerTurnError, match="was not asked"):
+            await tool.acall(peer="a", prompt="ask the other one")
+    await fleet.aclose()
