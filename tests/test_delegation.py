@@ -261,6 +261,6 @@ async def test_a_cycle_ends_even_when_the_directory_names_peers_by_other_names()
     fleet.add_peer("a", behaviors.delegate("alias-of-b", via=aliased("alias-of-b", "b"), timeout=1))
     fleet.add_peer("b", behaviors.delegate("alias-of-a", via=aliased("alias-of-a", "a"), timeout=1))
     async with fleet.call_peer(timeout=5) as tool:
-        with pytest.raises(PeerTurnError, match="was not asked|did not finish within"):
+        with pytest.raises(PeerTurnError, match=r"was not asked|did not finish within"):
             await tool.acall(peer="a", prompt="ask the other one")
     await fleet.aclose()
