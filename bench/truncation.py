@@ -9,11 +9,11 @@ ends the turn), then a one-word final answer. Two readers in this process:
 - CallPeer with the default cap (`max_response_bytes=16384`).
 
 For each size: the fastest of `--repeat` calls (no tracing; a warm-up call
-first), then the peak of Python allocations during one more call (tracemalloc). Ratios are CallPeer
-over bare in the same run. The peer runs in its own process so that only the
-reader's memory is traced; between calls the bench waits until the peer's
-sessions are idle (`GET /sessions`), so a turn the capped call walked away
-from does not compete for the CPU with the next measurement.
+first), then the peak of Python allocations during one more call
+(tracemalloc). Ratios are CallPeer over bare in the same run. The peer runs in
+its own process so that only the reader's memory is traced; the bench pauses a
+second between calls, and a turn a capped call walked away from may still run
+in the peer meanwhile, which is why the fastest of several calls is reported.
 
     python bench/truncation.py [--sizes 1,10,100] [--repeat 3]
 """
@@ -88,13 +88,9 @@ async def bare_read_all(http: httpx.AsyncClient, base: str) -> int:
 
 
 async def idle(http: httpx.AsyncClient, base: str) -> None:
-    """Wait (at most 120 s) until every session on the peer has finished its turn."""
-    for _ in range(1200):
-        sessions = (await http.get(f"{base}/sessions")).json()["sessions"]
-        if all(s["status"] == "idle" for s in sessions):
-            return
-        await asyncio.sleep(0.1)
-    raise RuntimeError("truncation: the peer did not finish its turns within 120 s")
+    """A pause between calls (the simulated daemon's session list no longer says when a
+    turn has ended, so a turn a capped call walked away from may still be running)."""
+    await asyncio.sleep(1.0)
 
 
 async def measure(
