@@ -21,7 +21,6 @@ credential. How each rule holds it:
 
 from __future__ import annotations
 
-import codecs
 import json
 import re
 import time
@@ -32,9 +31,10 @@ from typing import Any
 
 import attrs
 import httpx
-from httpx_sse._decoders import SSEDecoder, SSELineDecoder
 
+from ._sse import MAX_EVENT_BYTES, MAX_LINE_BYTES, EventDecoder
 from ._wire import event_kind
+from .errors import FrameTooLargeError
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -409,31 +409,35 @@ class RecordingTransport(httpx.AsyncBaseTransport):
 
 
 class _FrameFeed:
-    """Decodes a teed event stream into frames, as the SDK's reader does."""
+    """Decodes a teed event stream into frames with the SDK's own bounded decoder."""
 
     def __init__(self, recorder: SessionRecorder, session: _Session) -> None:
         self.recorder = recorder
         self.session = session
-        self.lines = SSELineDecoder()
-        self.events = SSEDecoder()
-        self.text = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.events = EventDecoder(MAX_EVENT_BYTES, MAX_LINE_BYTES, session.host)
 
     def feed(self, chunk: bytes) -> None:
         if self.session.truncated:
             return  # over a bound: the rest passes through unread
-        for line in self.lines.decode(self.text.decode(chunk)):
-            sse = self.events.decode(line)
-            if sse is None:
-                continue
-            raw = sse.data.encode()
+        try:
+            decoded = self.events.feed(chunk)
+        except FrameTooLargeError:
+            # A frame past the reader's own bound is not buffered to be recorded either.
+            self.session.truncated = True
+            return
+        for item in decoded:
+            if not isinstance(item, tuple):
+                continue  # a cut oversized event: only asked for with cut_oversized
+            event, text = item
+            raw = text.encode()
             data = _json_or_none(raw)
             self.recorder._add(
                 self.session,
                 RecordingEntry(
                     t=0,
                     kind="frame",
-                    event=event_kind(sse.event),
-                    data=data if data is not None else sse.data,
+                    event=event_kind(event),
+                    data=data if data is not None else text,
                 ),
                 size=len(raw),
             )

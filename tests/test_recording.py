@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from coreagent_sdk import (
+    MAX_EVENT_BYTES,
     RECORDING_VERSION,
     ASGITransport,
     AttachClient,
@@ -18,6 +19,7 @@ from coreagent_sdk import (
     SessionRecorder,
     StaticDirectory,
 )
+from coreagent_sdk.errors import FrameTooLargeError
 from simulator import Fleet, behaviors
 
 from .conftest import ReachFactory
@@ -216,3 +218,52 @@ async def test_a_hostile_daemon_echoing_the_token_everywhere_leaves_no_trace_of_
     text = recording.dumps()
     assert len(recording.frames()) == 3
     assert CANARY not in text and text.count("[REDACTED]") >= 6
+
+
+async def test_a_frame_over_the_event_bound_is_not_buffered_and_the_recording_says_truncated() -> (
+    None
+):
+    """The recorder decodes the teed stream with the SDK's own bounded decoder."""
+    huge = b"x" * (MAX_EVENT_BYTES + 1024)
+
+    async def hostile(scope: dict, receive: object, send: object) -> None:
+        path = scope["path"]
+        if path == "/sessions":
+            body = json.dumps({"app": "a", "user": "u", "sessionID": "s1", "url": "/x"}).encode()
+            ctype = b"application/json"
+        elif path.endswith("/inject"):
+            body = json.dumps({"injected": "hi", "session": "s1", "woke": True}).encode()
+            ctype = b"application/json"
+        else:
+            first = b'event: status-update\ndata: {"turn_state": "streaming"}\n\n'
+            body = b'event: agent\ndata: "' + huge + b'"\n\nevent: turn-complete\ndata: {}\n\n'
+            ctype = b"text/event-stream"
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,  # type: ignore[operator]
+                "headers": [(b"content-type", ctype)],
+            }
+        )
+        if ctype == b"text/event-stream":
+            chunk = {"type": "http.response.body", "body": first, "more_body": True}
+            await send(chunk)  # type: ignore[operator]
+        await send({"type": "http.response.body", "body": body})  # type: ignore[operator]
+
+    recorder = SessionRecorder()
+    transport = recorder.wrap(ASGITransport(hostile))
+
+    async def read_the_turn(client: AttachClient) -> None:
+        session = await client.new_session()
+        async with client.events(session) as frames:
+            await client.inject(session, "hello")
+            async for _ in frames:
+                pass
+
+    async with AttachClient("http://evil.sim", transport=transport) as client:
+        with pytest.raises(FrameTooLargeError):
+            await read_the_turn(client)
+    (recording,) = recorder.recordings
+    assert recording.truncated
+    assert [e.event for e in recording.frames()] == ["status-update"]
+    assert len(recording.dumps()) < MAX_EVENT_BYTES
