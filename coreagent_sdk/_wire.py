@@ -1165,7 +1165,7 @@ _FRAME_TYPES["agent"] = AgentFrame
 def event_kind(event: str) -> str:
     """The event type a frame counts as: one with no `event:` line is a legacy `agent` frame.
 
-    (httpx-sse reports a missing `event:` line as "message".)
+    (Some SSE decoders report a missing `event:` line as "message".)
     """
     return "agent" if event in ("", "message") else event
 
