@@ -30,10 +30,9 @@ import itertools
 import json
 import logging
 import re
-import sys
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 import httpx
@@ -41,7 +40,7 @@ import httpx
 from . import _display, _tracing
 from ._client import MULTI_SESSION_HINT, AttachClient
 from ._clock import Clock, SystemClock
-from ._deadline import governed
+from ._deadline import governed, within
 from ._directory import Directory, HubDirectory, Peer, lookup_peer, read_token
 from ._endpoint import endpoint_problem, shown_url
 from ._hosts import HostAllowList
@@ -115,7 +114,6 @@ def _event_bound(cap: int) -> int:
 
 Gate = Callable[[str, str], "Awaitable[None] | None"]
 """A gate: `gate(tool, peer)`, sync or async; it raises `PermissionDeniedError` to refuse."""
-T = TypeVar("T")
 
 _log = logging.getLogger("coreagent_sdk.call_peer")
 
@@ -149,18 +147,6 @@ def _check_prompt(tool: str, peer: str, prompt: object) -> None:
             f"{_MAX_INJECT_BYTES}-byte (8 KiB) inject cap; shorten it, or hand the peer a "
             "reference (a path, a URL it can read) instead of the content"
         )
-
-
-if sys.version_info >= (3, 11):
-
-    async def _within(seconds: float, coro: Coroutine[Any, Any, T]) -> T:
-        async with asyncio.timeout(seconds):
-            return await coro
-
-else:  # pragma: no cover - exercised on Python 3.10 only
-
-    async def _within(seconds: float, coro: Coroutine[Any, Any, T]) -> T:
-        return await asyncio.wait_for(coro, seconds)
 
 
 @attrs.frozen(repr=False)
@@ -462,7 +448,7 @@ class CallPeer:
                 # One deadline governs the whole call: the directory's and the
                 # client's own deadlines step aside, so every stall ends here.
                 with governed():
-                    result = await _within(self.timeout, self._resolve_and_ask(call, prompt, token))
+                    result = await within(self.timeout, self._resolve_and_ask(call, prompt, token))
             except asyncio.TimeoutError:
                 where = f" (session {call.session_id})" if call.session_id else ""
                 raise PeerTimeoutError(
