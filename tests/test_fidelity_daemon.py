@@ -84,12 +84,14 @@ def ends_turn(event: str, payload: dict[str, Any]) -> bool:
     return event == "status-update" and payload == {"turn_state": "idle"}
 
 
-async def one_turn(http: httpx.AsyncClient, path: str, message: str = "nodes?") -> list[Any]:
+async def one_turn(
+    http: httpx.AsyncClient, path: str, message: str = "nodes?", *, limit: float = 5.0
+) -> list[Any]:
     async def inject() -> None:
         answer = await http.post(f"{path}/inject", headers=JSON, json={"message": message})
         assert answer.status_code == 200
 
-    return await frames_until(http, f"{path}/events", ends_turn, after=inject)
+    return await frames_until(http, f"{path}/events", ends_turn, after=inject, limit=limit)
 
 
 # --- item 1: since ------------------------------------------------------------
@@ -415,7 +417,9 @@ async def test_a_session_replays_only_its_newest_5000_events(make_reach: ReachFa
     reach = await make_reach(fleet)
     async with httpx.AsyncClient(transport=reach.transport) as http:
         path = await new_session(http, reach.url("chatty"))
-        await one_turn(http, path, "go")
+        # A hang guard, not a speed claim: 5,010 frames over loopback on a loaded
+        # 2-core machine took over 5 s.
+        await one_turn(http, path, "go", limit=30)
         last = 1 + 5_010 + 1  # the user echo, the chunks, the answer
         replay = await frames_until(
             http, f"{path}/events", lambda e, p: e == "agent" and p["seq"] == last, limit=20
