@@ -108,7 +108,7 @@ class Fleet:
     `expire`, `remove_peer` or `aclose`. Tools from `call_peer` close with the
     fleet.
 
-    Fidelity options (see the README's "Where we differ from the daemon"):
+    Fidelity options (see docs/differences.md, "Where we differ from the daemon"):
     ``session_rate_limit`` limits `POST /sessions` per caller on every peer
     (None or False, the default, is off; True or `SessionRateLimit()` is the
     daemon's burst 5, then 10 a minute; anything else is a ValueError);

@@ -22,6 +22,44 @@ def test_the_delegation_example_prints_the_peers_answer() -> None:
     assert done.stdout.startswith("listing nodes\n\n3 nodes ready\n")
 
 
+def test_the_delegation_example_closes_the_fleet_it_opens() -> None:
+    example = next(b for b in PYTHON_BLOCKS if "asyncio.run(main())" in b)
+    # Count the Fleet.aclose calls the example makes, and report them at exit.
+    prelude = (
+        "import atexit, simulator\n"
+        "closed = []\n"
+        "_aclose = simulator.Fleet.aclose\n"
+        "async def _counting(self):\n"
+        "    closed.append(self)\n"
+        "    await _aclose(self)\n"
+        "simulator.Fleet.aclose = _counting\n"
+        "atexit.register(lambda: print('fleets closed:', len(closed)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", prelude + example],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip().endswith("fleets closed: 1")
+
+
+def test_the_readme_links_to_files_that_exist() -> None:
+    root = Path(__file__).resolve().parent.parent
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README)
+    local = [link for link in links if "://" not in link]
+    assert "docs/benchmarks.md" in local and "docs/differences.md" in local
+    assert [link for link in local if not (root / link).exists()] == []
+
+
+def test_the_readme_is_a_front_door_not_a_lab_notebook() -> None:
+    # Benchmark tables and the fidelity list live on their own docs pages.
+    assert len(README.splitlines()) < 160
+    assert "## Benchmarks" not in README and "## Where we differ" not in README
+
+
 def test_the_fixture_example_passes_as_a_users_test(pytester: pytest.Pytester) -> None:
     example = next(b for b in PYTHON_BLOCKS if "def test_" in b)
     pytester.makepyfile(test_from_readme=example)
