@@ -55,6 +55,7 @@ from ._sse import MAX_EVENT_BYTES, MAX_LINE_BYTES
 from ._transport import ASGITransport, RoutingTransport
 from ._wire import (
     PROTOCOL_VERSION,
+    TURN_ERROR_KINDS,
     AgentEvent,
     AgentFrame,
     Capabilities,
@@ -136,6 +137,7 @@ __all__ = [
     "StaticDirectory",
     "StatusUpdate",
     "SystemClock",
+    "TURN_ERROR_KINDS",
     "TurnComplete",
     "TurnError",
     "UsageUpdate",

@@ -71,6 +71,7 @@ TURN_ERROR_KINDS = frozenset(
         "unknown",
     }
 )
+"""The `kind`s a peer's `turn-error` can carry (the daemon's set); any other reads as "unknown"."""
 
 
 def _tname(value: Any) -> str:

@@ -272,7 +272,14 @@ class PeerRateLimitedError(PeerRequestError):
 
 
 class PeerTurnError(CallPeerError):
-    """The peer's turn ended with a `turn-error` event."""
+    """The peer's turn ended with a `turn-error` event.
+
+    `kind` is one of `coreagent_sdk.TURN_ERROR_KINDS` (`config_error`,
+    `auth_error`, `model_not_found`, `rate_limited`, `transient_network`,
+    `cost_ceiling`, `watchdog`, `canceled`, `unknown`): a kind the SDK does not
+    know (a newer daemon's, or a misspelt one) becomes `"unknown"`, so code can
+    match on the set without a default case. `retryable` is the peer's own verdict.
+    """
 
     def __init__(
         self,

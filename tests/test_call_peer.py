@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from coreagent_sdk import (
+    TURN_ERROR_KINDS,
     AllowList,
     CallPeer,
     CallPeerEvent,
@@ -304,6 +305,19 @@ async def test_a_turn_error_carries_the_peers_kind_message_and_retryable(reach) 
     assert (err.kind, err.message, err.retryable) == ("rate_limited", "quota exhausted", True)
     assert err.session_id and err.session_id in str(err)
     assert str(err).startswith('call_peer: peer "broken" failed its turn (rate_limited, retryable)')
+
+
+@pytest.mark.parametrize("sent", [*sorted(TURN_ERROR_KINDS), "quota_exceeded", "Rate_Limited"])
+async def test_every_exported_turn_error_kind_comes_through_and_any_other_reads_unknown(
+    sent: str,
+) -> None:
+    fleet = Fleet()
+    fleet.add_peer("p", behaviors.fail(kind=sent, message="no"))
+    with pytest.raises(PeerTurnError) as info:
+        await fleet.call_peer(timeout=10).acall(peer="p", prompt="work")
+    assert info.value.kind == (sent if sent in TURN_ERROR_KINDS else "unknown")
+    assert "unknown" in TURN_ERROR_KINDS and "rate_limited" in TURN_ERROR_KINDS
+    await fleet.aclose()
 
 
 async def test_the_deadline_covers_the_whole_call_and_returns_nothing_partial(reach) -> None:

@@ -67,6 +67,7 @@ SDK = {
     "StaticDirectory",
     "StatusUpdate",
     "SystemClock",
+    "TURN_ERROR_KINDS",
     "TurnComplete",
     "TurnError",
     "UsageUpdate",
