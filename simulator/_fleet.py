@@ -138,7 +138,7 @@ class Fleet:
     ) -> None:
         # Checked first: a value the daemons cannot use made every peer answer 500.
         limit = _rate_limit(session_rate_limit, "Fleet()", SessionRateLimit())
-        self.clock: Clock = clock if clock is not None else SystemClock()
+        self._clock: Clock = clock if clock is not None else SystemClock()
         # Another hub this fleet joins (its peers register there when served), or None.
         self.joined = checked_base_url(hub, "simulator") if hub is not None else None
         if self.joined is not None and not self.joined.startswith("http://"):
@@ -150,7 +150,7 @@ class Fleet:
         self.domain = domain
         self.session_rate_limit: SessionRateLimit | None = limit
         self.session_idle_timeout = session_idle_timeout
-        self.registry = PeerRegistry(self.clock)
+        self.registry = PeerRegistry(self._clock)
         self.transport = RoutingTransport()
         self.daemons: dict[str, Daemon] = {}
         self.hub = Daemon(
@@ -169,6 +169,25 @@ class Fleet:
     def __repr__(self) -> str:
         peers = [n for n in self.daemons if n != _HUB]
         return f"Fleet(hub={self.hub_url!r}, peers={peers!r})"
+
+    @property
+    def clock(self) -> Clock:
+        """The clock the hub's leases, every daemon and the heartbeats run on (read-only).
+
+        Everything of the fleet took it at construction, so it cannot be swapped
+        afterwards: pass it then, `Fleet(clock=FakeClock())` (with the pytest
+        plugin, ``@pytest.mark.fleet(clock=...)`` or ``fleet_factory(clock=...)``).
+        """
+        return self._clock
+
+    @clock.setter
+    def clock(self, value: object) -> None:
+        raise AttributeError(
+            f"simulator: Fleet.clock is read-only, got an assignment of {value!r}: the hub's "
+            "leases, the daemons and the heartbeats took the fleet's clock when it was made; "
+            "pass it then: Fleet(clock=FakeClock()), or in a test @pytest.mark.fleet(clock=...) "
+            "or fleet_factory(clock=...)"
+        )
 
     @property
     def hub_url(self) -> str:
@@ -290,7 +309,11 @@ class Fleet:
 
         A fleet peer stays gone (its daemon still runs) until `revive(name)`.
         On a joined hub it stops heartbeating there, and its lease lapses there.
+        A name that is neither a fleet peer nor registered on the hub is a
+        mistake (a typo): it raises `KeyError`, as `faults(name)` does.
         """
+        if name not in self._members and self.registry.lookup(name) is None:
+            self._member(name, "expire")  # raises, listing the fleet's peers
         if self._served is not None and self._served.membership is not None:
             self._served.membership.forget(name)
         return self.registry.expire(name)

@@ -152,6 +152,34 @@ def test_reviving_a_name_that_is_not_a_fleet_peer_says_so() -> None:
         Fleet().revive("ghost")
 
 
+async def test_expiring_a_name_the_fleet_does_not_know_raises_as_faults_does(clocked) -> None:
+    fleet, _ = clocked
+    with pytest.raises(KeyError, match=r"cannot expire 'prod-l'.*peers: prod-1, prod-2"):
+        fleet.expire("prod-l")
+    with pytest.raises(KeyError, match="no daemon named 'prod-l'"):
+        fleet.faults("prod-l")
+    assert fleet.expire("prod-1") is True
+    # A known peer whose lease is gone already is no mistake: False says nothing lapsed.
+    assert fleet.expire("prod-1") is False
+
+
+async def test_a_registration_that_is_not_a_fleet_peer_can_still_be_expired(clocked) -> None:
+    fleet, _ = clocked
+    fleet.registry.register("outsider", "http://127.0.0.1:9", {}, 30)
+    assert fleet.expire("outsider") is True
+    assert "outsider" not in await listed(fleet)
+
+
+def test_the_fleets_clock_is_read_only_and_the_error_says_where_to_pass_one() -> None:
+    fleet = Fleet()
+    before = fleet.clock
+    with pytest.raises(AttributeError, match=r"Fleet.clock is read-only.*Fleet\(clock=FakeClock"):
+        fleet.clock = FakeClock()  # type: ignore[misc]
+    assert fleet.clock is before
+    clock = FakeClock()
+    assert Fleet(clock=clock).clock is clock
+
+
 # --- served ------------------------------------------------------------------
 
 
