@@ -38,30 +38,90 @@ def test_the_plugin_does_not_import_the_simulator_until_the_fixture_is_used() ->
 
 
 THEIR_TESTS = """
+import simulator
+from coreagent_sdk.simulator import behaviors
+
+
 def test_without_the_fixture():
-    import simulator
     assert simulator.THEIRS
 
 
 def test_with_the_fixture(fleet):
-    raise AssertionError("unreachable: the fixture fails first")
+    fleet.add_peer("p", behaviors.reply("ours"))
+    assert fleet.call_peer(timeout=5)(peer="p", prompt="x").response == "ours"
+    assert type(fleet).__module__.startswith("coreagent_sdk.simulator.")
+    assert simulator.THEIRS
 """
 
 
-def test_a_project_with_its_own_simulator_package_still_runs_pytest(
+def test_a_project_with_its_own_simulator_package_still_gets_the_fleet_fixture(
     pytester: pytest.Pytester,
 ) -> None:
     pytester.mkpydir("simulator").joinpath("__init__.py").write_text("THEIRS = True\n")
     pytester.makepyfile(test_theirs=THEIR_TESTS)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=1, errors=1)
+    result.assert_outcomes(passed=2)
+
+
+CONFIGURED_TESTS = """
+import pytest
+from coreagent_sdk import FakeClock
+from coreagent_sdk.errors import PeerRateLimitedError
+from simulator import SessionRateLimit, behaviors
+
+pytestmark = pytest.mark.fleet(tokens={"t-1": "alice"}, clock=FakeClock)
+
+
+@pytest.mark.fleet(session_rate_limit=SessionRateLimit(per_minute=1, burst=1))
+def test_marker_options_reach_the_fleet_and_the_closest_marker_wins(fleet):
+    assert isinstance(fleet.clock, FakeClock) and fleet.tokens["t-1"].name == "alice"
+    fleet.add_peer("p", behaviors.echo())
+    tool = fleet.call_peer(timeout=5, token_env="T", environ={"T": "t-1"})
+    assert tool(peer="p", prompt="one").response == "one"
+    with pytest.raises(PeerRateLimitedError):
+        tool(peer="p", prompt="two")
+
+
+@pytest.mark.fleet(clock=FakeClock)
+def test_a_clock_class_gives_each_test_a_fresh_clock_first(fleet):
+    assert fleet.clock.now() == FakeClock().now()
+    fleet.clock.advance(3600)
+
+
+@pytest.mark.fleet(clock=FakeClock)
+def test_a_clock_class_gives_each_test_a_fresh_clock_second(fleet):
+    assert fleet.clock.now() == FakeClock().now()
+    fleet.clock.advance(3600)
+
+
+def test_the_factory_makes_fleets_with_any_options(fleet_factory):
+    one, two = fleet_factory(), fleet_factory(domain="other", clock=FakeClock())
+    assert one is not two and two.hub_url == "http://hub.other"
+    assert isinstance(two.clock, FakeClock) and one.tokens is None
+
+
+def test_the_factory_names_an_option_fleet_does_not_take(fleet_factory):
+    fleet_factory(clok=FakeClock())
+
+
+@pytest.mark.fleet(FakeClock())
+def test_a_positional_marker_argument_is_refused(fleet):
+    pass
+"""
+
+
+def test_the_fleet_fixture_is_configured_by_marker_and_by_factory(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_configured=CONFIGURED_TESTS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--strict-markers")
+    result.assert_outcomes(passed=4, failed=1, errors=1)
     result.stdout.fnmatch_lines(
         [
-            "*the name `simulator` is another package here*Rename your own `simulator` "
-            "package, or drop this fixture with `-p no:coreagent_simulator`*"
+            "*@pytest.mark.fleet takes keyword options only*",
+            "*Fleet() has no option 'clok'; its options are: tokens, clock, *",
         ]
     )
-    assert "ModuleNotFoundError" not in result.stdout.str() + result.stderr.str()
 
 
 def test_the_plugin_is_registered_from_the_sdk_not_from_the_simulator() -> None:
