@@ -1,10 +1,12 @@
-"""`coreagent_sdk.simulator`: the simulator's second import path, for projects owning `simulator`."""
+"""`coreagent_sdk.simulator`: the simulator's second import path (for projects owning the name)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 import coreagent_sdk.simulator as second
 import simulator
@@ -21,12 +23,8 @@ def test_where_the_name_is_ours_both_paths_give_the_same_objects() -> None:
 
 
 def test_an_unknown_name_is_an_attribute_error_naming_the_module() -> None:
-    try:
+    with pytest.raises(AttributeError, match=r"'coreagent_sdk.simulator' has no attribute 'Flet'"):
         second.Flet  # noqa: B018
-    except AttributeError as exc:
-        assert "coreagent_sdk.simulator" in str(exc) and "'Flet'" in str(exc)
-    else:
-        raise AssertionError("coreagent_sdk.simulator.Flet resolved")
 
 
 def run(code: str, cwd: Path) -> list[str]:
