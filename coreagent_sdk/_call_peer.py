@@ -47,6 +47,7 @@ from ._hosts import HostAllowList
 from ._http import LoopBoundClient
 from ._oversized import OversizedFrame
 from ._rate_limit import waiting_out_rate_limits
+from ._recording import recording_peer
 from ._scrub import scrub, server_text
 from ._sse import MAX_EVENT_BYTES
 from ._wire import AgentEvent, AgentFrame, Frame, TurnComplete, TurnError
@@ -514,7 +515,8 @@ class CallPeer:
 
     async def _resolve_and_ask(self, call: _Call, prompt: str, token: str | None) -> CallPeerResult:
         target = await self._resolve(call.peer)
-        return await self._ask(call, target, prompt, token)
+        with recording_peer(target.name):  # a recording names the peer it came from
+            return await self._ask(call, target, prompt, token)
 
     async def _resolve(self, name: str) -> Peer:
         """The peer named `name`, by the directory's by-name lookup; the roster only on a miss."""

@@ -30,7 +30,7 @@ import logging
 import re
 import threading
 from collections import OrderedDict
-from urllib.parse import quote
+from urllib.parse import quote, quote_plus
 
 __all__ = [
     "LOG_FILTER",
@@ -52,9 +52,11 @@ _MAX_SECRETS = 256
 # answer a peer gives, for as long as the secret stays registered.
 _MIN_LENGTH = 6
 # A short secret is a word of its own when no letter or digit touches it; a
-# percent escape before it (`Bearer%20t0k`, `token%3Dt0k`) separates it too.
-_WORD_BEFORE = r"(?:(?<=%[0-9A-Fa-f]{2})|(?<![0-9A-Za-z]))"
+# percent escape before it (`Bearer%20t0k`, `token%3Dt0k`) separates it too, and
+# so does a JSON escape (`"\nt0k"`: a recording scrubs JSON text as written).
+_WORD_BEFORE = r"(?:(?<=%[0-9A-Fa-f]{2})|(?<=\\[nrtbf])|(?<=\\u[0-9A-Fa-f]{4})|(?<![0-9A-Za-z]))"
 _WORD_AFTER = r"(?![0-9A-Za-z])"
+_PERCENT = re.compile(r"%[0-9A-F]{2}")
 
 _lock = threading.Lock()
 _secrets: OrderedDict[str, None] = OrderedDict()
@@ -77,13 +79,22 @@ def register(secret: str | None) -> None:
             _secrets.popitem(last=False)
         spellings = set()
         for s in _secrets:
-            spellings |= {s, quote(s, safe=""), json.dumps(s)[1:-1], repr(s)[1:-1]}
+            spellings |= _spellings(s)
         # Longest first, so a spelling that contains another is replaced whole.
         ordered = sorted(spellings, key=len, reverse=True)
         _variants = tuple(s for s in ordered if len(s) >= _MIN_LENGTH)
         short = [re.escape(s) for s in ordered if len(s) < _MIN_LENGTH]
         _words = re.compile(f"{_WORD_BEFORE}(?:{'|'.join(short)}){_WORD_AFTER}") if short else None
         _longest = max(map(len, ordered))
+
+
+def _spellings(secret: str) -> set[str]:
+    """The ways a server may echo `secret`: as sent, escaped, and percent-encoded."""
+    # A server echoing a URL or a form quotes it as it likes: `/` kept or not,
+    # hex digits in either case (RFC 3986 allows both), `+` for a blank.
+    encoded = {quote(secret, safe=""), quote(secret), quote_plus(secret)}
+    encoded |= {_PERCENT.sub(lambda m: m.group(0).lower(), e) for e in encoded}
+    return {secret, json.dumps(secret)[1:-1], repr(secret)[1:-1], *encoded}
 
 
 def forget_all() -> None:

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from ._scrub import scrub
 from .errors import ProtocolError
 
 __all__ = [
@@ -229,6 +230,16 @@ def checked_segment(value: str, what: str) -> str:
             f"wire: {what} {shown!r} is not a plain path segment (letters, digits and "
             "'._~:+-' only, not '.' or '..'); refusing to put it into a URL, nothing more "
             "is sent"
+        )
+    if scrub(value) != value:
+        # A server chose an id holding a secret this process sends. Scrubbed, the id
+        # would name no session; kept, it would carry the secret into URLs, results,
+        # events, spans and recordings. So it is refused: the peer is misbehaving.
+        raise ProtocolError(
+            f"wire: {what} {value!r} contains a credential this process sends (shown "
+            "redacted); refusing to put it into a URL or keep it, nothing more is sent. "
+            "The server chose it: a peer that echoes tokens into ids is misbehaving, "
+            "report it to its operator"
         )
     return value
 

@@ -12,8 +12,11 @@ and truncation). How each rule holds it:
   daemon adds its own inbox frames, user echo, `turn-complete` and
   `usage-update` around them, as it does for every behaviour), and a recorded
   `turn-error` as a `turn-error`. It stops where the recorded turn ended.
-- The new session's ids replace the recorded ones: the invocation id, and the
-  recorded session id wherever a string mentions it.
+- The new session's ids replace the recorded ones where ids are: the
+  invocation id, and the recorded session id as the whole value of a field
+  that holds a session id (`sessionID`, `session`, `session_id`). Text is
+  never rewritten: a recording of the session `default` must not turn "the
+  default namespace" into something else.
 - ``speed`` paces the frames: 1.0 keeps the recorded gaps, 2.0 halves them,
   None replays as fast as possible.
 """
@@ -28,8 +31,7 @@ from typing import Any
 
 import attrs
 
-from coreagent_sdk import AgentEvent, AgentFrame
-from coreagent_sdk._recording import Recording, RecordingEntry
+from coreagent_sdk import AgentEvent, AgentFrame, Recording, RecordingEntry
 from coreagent_sdk.errors import ProtocolError
 
 from ._agents import Behavior, Turn
@@ -59,35 +61,58 @@ def _subagent_page(data: Mapping[str, Any]) -> Recording:
         for item in events
         if isinstance(item, dict)
     )
-    return Recording(host=str(data.get("agent", "")), session_id="", entries=entries)
+    agent = data.get("agent")
+    return Recording(
+        host="", session_id="", entries=entries, peer=agent if isinstance(agent, str) else ""
+    )
 
 
 def load_replay(source: str | Path | Recording) -> Recording:
     """A `Recording` from a recording, a `.jsonl` recording file, or a sub-agent events page."""
     if isinstance(source, Recording):
         return source
-    text = Path(source).read_text(encoding="utf-8")
+    try:
+        text = Path(source).read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return Recording.load(source)  # says what the file is and what to do
     first = text.lstrip()[:1]
     if first == "{":
         try:
             whole = json.loads(text)
-        except ValueError:
-            whole = None  # JSON lines: several objects
+        except (ValueError, RecursionError):
+            whole = None  # JSON lines (several objects), or not JSON: loads says which
         if isinstance(whole, dict) and "events" in whole and "format" not in whole:
             return _subagent_page(whole)
     return Recording.loads(text)
 
 
+# The fields a daemon's JSON names a session by (`sessionID` in REST answers,
+# `session` in inject answers and pauses; `session_id` in tool results).
+_SESSION_FIELDS = frozenset({"sessionID", "session", "session_id"})
+
+
 def _substitute(value: Any, old: str, new: str) -> Any:
-    if not old:
+    """`value` with `old` replaced by `new` where a session id is a field's whole value."""
+    if not old or not isinstance(value, (dict, list)):
         return value
-    if isinstance(value, str):
-        return value.replace(old, new)
-    if isinstance(value, dict):
-        return {k: _substitute(v, old, new) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_substitute(v, old, new) for v in value]
-    return value
+    # Copied as it is walked: the recorded event stays as recorded for the next turn.
+    root: list[Any] = [value]
+    todo: list[tuple[Any, Any]] = [(root, 0)]
+    while todo:  # no recursion: a recorded value may nest deep
+        parent, key = todo.pop()
+        item = parent[key]
+        if isinstance(item, dict):
+            fresh: Any = dict(item)
+            for field, child in item.items():
+                if field in _SESSION_FIELDS and child == old:
+                    fresh[field] = new
+                elif isinstance(child, (dict, list)):
+                    todo.append((fresh, field))
+        else:
+            fresh = list(item)
+            todo += [(fresh, i) for i, c in enumerate(item) if isinstance(c, (dict, list))]
+        parent[key] = fresh
+    return root[0]
 
 
 def _turns(recording: Recording) -> list[list[_Step]]:
@@ -112,7 +137,7 @@ def _turns(recording: Recording) -> list[list[_Step]]:
         if entry.event == "agent" and isinstance(entry.data, dict):
             try:
                 frame = AgentFrame.from_dict(entry.data)
-            except (KeyError, TypeError, ValueError, AttributeError, ProtocolError):
+            except (KeyError, TypeError, ValueError, AttributeError, RecursionError, ProtocolError):
                 continue  # skipped, as a client skips a frame it cannot read
             event = frame.event
             if event.author in ("user", ""):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -121,13 +122,14 @@ async def test_a_recording_contains_neither_the_token_nor_a_configured_secret(
     )
     async with tool:
         result = await tool.acall(peer="prod-1", prompt=f"token {CANARY} and {SECRET}")
-    # The peer really said both (CallPeer itself scrubs its own token from results).
-    assert SECRET in result.response and "[redacted]" in result.response
+    # The peer said both back; a configured secret joins the SDK's one scrubber, so the
+    # result hides it as it hides the token.
+    assert result.response == "token [redacted] and [redacted]"
 
     (recording,) = recorder.recordings
     text = recording.save(tmp_path / "r.jsonl").read_text()
     assert CANARY not in text and SECRET not in text
-    assert text.count("[REDACTED]") >= 4  # inject message, its answer, echo, answer
+    assert text.count("[redacted]") >= 4  # inject message, its answer, echo, answer
     assert CANARY not in repr(recorder) and CANARY not in repr(recording)
 
 
@@ -156,19 +158,85 @@ async def test_a_session_over_max_frames_is_recorded_up_to_it_and_says_so() -> N
     assert Recording.loads(recording.dumps()).truncated
 
 
-async def test_a_session_over_max_bytes_keeps_the_frames_that_fit_and_says_so() -> None:
+FRAME = b'event: status-update\ndata: {"x": "' + b"y" * 1000 + b'"}\n\n'
+
+
+def closing_daemon(frames: int) -> Any:
+    """A daemon answering the session, the inject, then `frames` frames and the end."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        path = scope["path"]
+        if path == "/sessions":
+            body = json.dumps({"app": "a", "user": "u", "sessionID": "s1", "url": ""}).encode()
+        elif path.endswith("/inject"):
+            body = json.dumps({"injected": "p", "session": "s1", "woke": True}).encode()
+        else:
+            body = FRAME * frames
+        kind = b"text/event-stream" if path.endswith("/events") else b"application/json"
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": [(b"content-type", kind)]}
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    return app
+
+
+async def record_frames(frames: int, max_bytes: int) -> tuple[Recording, int]:
+    recorder = SessionRecorder(max_bytes=max_bytes)
+    transport = recorder.wrap(ASGITransport(closing_daemon(frames)))
+    async with AttachClient("http://d.sim", transport=transport) as client:
+        session = await client.new_session()
+        await client.inject(session, "go")  # the session and the inject spend part of the bound
+        async with client.events(session) as stream:
+            async for _ in stream:
+                pass
+    (recording,) = recorder.recordings
+    return recording, recorder.held_bytes
+
+
+async def test_max_bytes_keeps_every_frame_up_to_the_bound_exactly_and_none_past_it() -> None:
+    _, three = await record_frames(3, 10**9)
+    _, four = await record_frames(4, 10**9)
+    one_frame = four - three
+    assert one_frame > 1000  # a frame is charged at least its characters
+
+    # The bound is checked with the frame added: exactly at it, everything is kept.
+    at_bound, held = await record_frames(3, max_bytes=three)
+    assert (len(at_bound.frames()), at_bound.truncated, held) == (3, False, three)
+    # One more frame would pass it: that frame is not kept, and the recording says so.
+    past, held = await record_frames(4, max_bytes=three)
+    assert (len(past.frames()), past.truncated, held) == (3, True, three)
+    # A byte short of three frames holds two.
+    short, held = await record_frames(3, max_bytes=three - 1)
+    assert (len(short.frames()), short.truncated, held) == (2, True, three - one_frame)
+
+
+async def test_a_session_over_max_bytes_keeps_the_frames_that_fit_and_the_caller_reads_on() -> None:
     fleet = Fleet()
     fleet.add_peer("prod-1", behaviors.stream(20_000, 2_000))
     recorder = SessionRecorder(max_bytes=8_000)
     async with fleet.call_peer(timeout=5, transport=recorder.wrap(fleet.transport)) as tool:
         result = await tool.acall(peer="prod-1", prompt="go")
     (recording,) = recorder.recordings
-    assert recording.truncated
-    assert sum(len(json.dumps(e.data)) for e in recording.frames()) <= 8_000 + 4_000
+    assert recording.truncated and recorder.held_bytes <= 8_000
     assert not any("x" * 20_000 in json.dumps(e.data) for e in recording.frames())
     assert len(result.response) == 16_384  # the caller read on, unaffected
     recorder.clear()
-    assert recorder.recordings == []
+    assert recorder.recordings == [] and recorder.held_bytes == 0
+
+
+async def test_a_call_peer_recording_names_the_peer_it_came_from(tmp_path: Path) -> None:
+    """Issue 16 item 2(h): the header says which peer, not only an address."""
+    fleet = Fleet()
+    fleet.add_peer("prod-1", behaviors.reply("ok"))
+    recorder = SessionRecorder()
+    async with fleet.call_peer(timeout=5, transport=recorder.wrap(fleet.transport)) as tool:
+        await tool.acall(peer="prod-1", prompt="go")
+    (recording,) = recorder.recordings
+    path = recording.save(tmp_path / "r.jsonl")
+    header = json.loads(path.read_text().splitlines()[0])
+    assert (header["peer"], header["host"]) == ("prod-1", "prod-1.sim")
+    assert Recording.load(path).peer == "prod-1"
 
 
 @pytest.mark.parametrize("option", ["max_frames", "max_bytes"])
@@ -217,7 +285,7 @@ async def test_a_hostile_daemon_echoing_the_token_everywhere_leaves_no_trace_of_
     (recording,) = recorder.recordings
     text = recording.dumps()
     assert len(recording.frames()) == 3
-    assert CANARY not in text and text.count("[REDACTED]") >= 6
+    assert CANARY not in text and text.count("[redacted]") >= 6
 
 
 async def test_a_frame_over_the_event_bound_is_not_buffered_and_the_recording_says_truncated() -> (

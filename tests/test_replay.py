@@ -134,13 +134,27 @@ def inject(t: float, message: str = "go") -> RecordingEntry:
     return RecordingEntry(t=t, kind="inject", message=message, data={})
 
 
-async def test_a_replay_substitutes_the_new_session_id_where_the_peer_mentioned_the_old() -> None:
-    rec = recording_of(inject(0.0), agent("the rest is in session s-old", 0.01))
+async def test_a_replay_substitutes_the_session_id_where_ids_are_and_leaves_text_alone() -> None:
+    """Issue 16 item 2(f): a recording of session `default` kept "the default namespace"."""
+    said = agent("the default namespace holds session default", 0.01)
+    said.data["event"]["Content"]["parts"].append(
+        {"functionResponse": {"name": "look", "response": {"session": "default", "ns": "default"}}}
+    )
+    rec = recording_of(inject(0.0), said, session_id="default")
     fleet = Fleet()
     fleet.add_peer("prod-1", behaviors.replay(rec))
-    async with fleet.call_peer(timeout=5) as tool:
+    recorder = SessionRecorder()
+    async with fleet.call_peer(timeout=5, transport=recorder.wrap(fleet.transport)) as tool:
         result = await tool.acall(peer="prod-1", prompt="go")
-    assert result.response == f"the rest is in session {result.session_id}"
+    assert result.response == "the default namespace holds session default"
+    (replayed,) = [e for e in recorder.recordings[0].frames() if e.event == "agent"][-1:]
+    response = replayed.data["event"]["Content"]["parts"][1]["functionResponse"]["response"]
+    assert response == {"session": result.session_id, "ns": "default"}
+    # The recording itself is unchanged, so the next replay starts from it again.
+    assert said.data["event"]["Content"]["parts"][1]["functionResponse"]["response"] == {
+        "session": "default",
+        "ns": "default",
+    }
 
 
 async def test_replay_keeps_the_recorded_pacing_scaled_by_speed_or_none_at_all() -> None:

@@ -161,6 +161,15 @@ from simulator import Fleet, behaviors
 from coreagent_sdk import _tracing
 assert _tracing.AVAILABLE is (not {hidden})
 seen = []
+made = []  # every span started, by any tracer: with nothing to record there is none
+if not {hidden}:
+    from opentelemetry import trace
+    for cls in (trace.ProxyTracer, trace.NoOpTracer):
+        for name in ("start_span", "start_as_current_span"):
+            def counting(self, *a, _real=getattr(cls, name), _name=name, **k):
+                made.append((type(self).__name__, _name, a[:1]))
+                return _real(self, *a, **k)
+            setattr(cls, name, counting)
 async def main():
     fleet = Fleet()
     async def look(turn):
@@ -179,6 +188,7 @@ async def main():
     await fleet.aclose()
 asyncio.run(main())
 assert seen and "traceparent" not in seen[0], seen
+assert made == [], made
 imported = sorted(m for m in sys.modules if m.startswith("opentelemetry"))
 assert not ({hidden} and imported), imported
 print("clean")
