@@ -18,14 +18,19 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from coreagent_sdk import FakeClock
+    from coreagent_sdk.host import (
+        DEFAULT_TTL,
+        MAX_TTL,
+        Identity,
+        PeerRegistry,
+        SessionRateLimit,
+        Turn,
+    )
+    from coreagent_sdk.host import AgentHost as Daemon
 
     from . import behaviors
-    from ._agents import Turn
-    from ._daemon import Daemon
     from ._faults import Faults
     from ._fleet import Fleet, PortInUseError, ServedFleet
-    from ._ratelimit import SessionRateLimit
-    from ._registry import DEFAULT_TTL, MAX_TTL, Identity, PeerRegistry
     from ._roster import RosterEntry
     from ._runtime import (
         SimulatedBuilder,
@@ -34,24 +39,25 @@ if TYPE_CHECKING:
         SimulatedRuntime,
     )
 
-_WHERE = {
-    "DEFAULT_TTL": "._registry",
-    "MAX_TTL": "._registry",
-    "Daemon": "._daemon",
+# name -> (module, its name there); the daemons run on the agent host, whose names these are.
+_WHERE: dict[str, str | tuple[str, str]] = {
+    "DEFAULT_TTL": "coreagent_sdk.host",
+    "MAX_TTL": "coreagent_sdk.host",
+    "Daemon": ("coreagent_sdk.host", "AgentHost"),  # the public contract's name: kept
     "FakeClock": "coreagent_sdk",
     "Faults": "._faults",
     "Fleet": "._fleet",
-    "Identity": "._registry",
-    "PeerRegistry": "._registry",
+    "Identity": "coreagent_sdk.host",
+    "PeerRegistry": "coreagent_sdk.host",
     "RosterEntry": "._roster",
     "PortInUseError": "._fleet",
     "ServedFleet": "._fleet",
-    "SessionRateLimit": "._ratelimit",
+    "SessionRateLimit": "coreagent_sdk.host",
     "SimulatedBuildError": "._runtime",
     "SimulatedBuilder": "._runtime",
     "SimulatedConfigLoader": "._runtime",
     "SimulatedRuntime": "._runtime",
-    "Turn": "._agents",
+    "Turn": "coreagent_sdk.host",
 }
 
 __all__ = [*sorted(_WHERE), "behaviors"]
@@ -71,7 +77,9 @@ def __getattr__(name: str) -> Any:
         value: Any = importlib.import_module(".behaviors", __name__)
     elif name in _WHERE:
         _require_extra()
-        value = getattr(importlib.import_module(_WHERE[name], __name__), name)
+        where = _WHERE[name]
+        module, attr = where if isinstance(where, tuple) else (where, name)
+        value = getattr(importlib.import_module(module, __name__), attr)
     else:
         raise AttributeError(f"module 'simulator' has no attribute {name!r}")
     globals()[name] = value

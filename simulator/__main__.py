@@ -12,11 +12,11 @@ from collections.abc import Awaitable, Callable
 
 from coreagent_sdk import AgentConfig, RuntimeCache
 from coreagent_sdk.errors import CallPeerError
+from coreagent_sdk.host import DEFAULT_TTL, MAX_TTL
 
 from . import behaviors
 from ._fleet import Fleet, PortInUseError
 from ._join import JoinError
-from ._registry import DEFAULT_TTL, MAX_TTL
 from ._runtime import SimulatedBuilder, SimulatedConfigLoader
 
 Row = tuple[str, str, str, float]

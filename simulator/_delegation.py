@@ -35,8 +35,8 @@ from typing import Any
 
 from coreagent_sdk import DEFAULT_MAX_RESPONSE_BYTES, CallPeer, CallPeerEvent, CallPeerResult, Gate
 from coreagent_sdk.errors import CallPeerError, PeerTimeoutError, PeerTurnError
-
-from ._agents import Behavior, Turn
+from coreagent_sdk.host import Agent as Behavior
+from coreagent_sdk.host import Turn
 
 __all__ = ["DEFAULT_DELEGATION_TIMEOUT", "MAX_FAN_OUT", "delegate", "fan_out"]
 

@@ -10,6 +10,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 __all__ = ["FaultInjector", "Faults", "StreamAborted"]
 
+_MALFORMED = b"event: agent\ndata: {not json\n\n"
+
 
 class StreamAborted(Exception):
     """Raised inside an event stream by the `abort_streams_after` fault."""
@@ -39,6 +41,24 @@ class Faults:
         """Heal the daemon: every field back to its default."""
         for field in attrs.fields(Faults):
             setattr(self, field.name, field.default)
+
+    # The host's StreamHook: how these faults reach every event stream it writes.
+
+    def before_frame(self) -> bytes:
+        """A frame whose data is not JSON, before each real one, while `malformed_frames`."""
+        return _MALFORMED if self.malformed_frames else b""
+
+    def end_after(self, sent: int) -> bool:
+        """Close the stream (`drop_streams_after`) or break it (`abort_streams_after`)."""
+        if self.drop_streams_after is not None and sent >= self.drop_streams_after:
+            return True
+        if self.abort_streams_after is not None and sent >= self.abort_streams_after:
+            raise StreamAborted(f"injected fault: stream aborted after {sent} frames")
+        return False
+
+    def wrap(self, app: ASGIApp) -> ASGIApp:
+        """`app` with these request-level faults in front of it (the host's middleware)."""
+        return FaultInjector(app, self)
 
 
 class FaultInjector:

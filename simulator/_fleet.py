@@ -23,18 +23,24 @@ from coreagent_sdk import (
     RoutingTransport,
     SystemClock,
 )
-from coreagent_sdk._endpoint import checked_base_url
-from coreagent_sdk._http import _LIMITS, _shared_ssl_context
 from coreagent_sdk.errors import TransportFailure
+from coreagent_sdk.host import (
+    DEFAULT_SESSION_IDLE_TIMEOUT,
+    DEFAULT_TTL,
+    MAX_TTL,
+    Agent,
+    Identity,
+    PeerRegistry,
+    SessionRateLimit,
+    checked_base_url,
+    http_transport,
+)
+from coreagent_sdk.host import AgentHost as Daemon
 from coreagent_sdk.jupyter import is_waiting
 
-from ._agents import Behavior
-from ._daemon import DEFAULT_SESSION_IDLE_TIMEOUT, Daemon
 from ._faults import Faults
 from ._fleet_directory import FleetDirectory
 from ._join import HubMembership
-from ._ratelimit import SessionRateLimit
-from ._registry import DEFAULT_TTL, MAX_TTL, Identity, PeerRegistry
 from ._roster import RosterEntry, fleet_html, fleet_roster
 
 __all__ = ["Fleet", "PortInUseError", "ServedFleet"]
@@ -153,7 +159,8 @@ class Fleet:
         self.registry = PeerRegistry(self._clock)
         self.transport = RoutingTransport()
         self.daemons: dict[str, Daemon] = {}
-        self.hub = Daemon(
+        self._faults: dict[str, Faults] = {}
+        self.hub = self._daemon(
             _HUB,
             registry=self.registry,
             tokens=self.tokens,
@@ -198,6 +205,11 @@ class Fleet:
         """The in-process base URL of a daemon of this fleet."""
         return f"http://{name}.{self.domain}"
 
+    def _daemon(self, name: str, **options: Any) -> Daemon:
+        """A daemon on the agent host, with its own mutable `Faults` in front of it."""
+        faults = self._faults[name] = Faults()
+        return Daemon(name, stream_hook=faults, middleware=faults.wrap, **options)
+
     def _mount(self, name: str, daemon: Daemon) -> None:
         self.daemons[name] = daemon
         self.transport.mount(f"{name}.{self.domain}", ASGITransport(daemon.app))
@@ -211,7 +223,7 @@ class Fleet:
     def add_peer(
         self,
         name: str,
-        behavior: Behavior | None = None,
+        behavior: Agent | None = None,
         *,
         labels: Mapping[str, str] | None = None,
         multi_session: bool = True,
@@ -255,7 +267,7 @@ class Fleet:
                     "table; add it to Fleet(tokens=...)"
                 )
             owner = identity.name
-        daemon = Daemon(
+        daemon = self._daemon(
             name,
             behavior=behavior,
             multi_session=multi_session,
@@ -302,7 +314,8 @@ class Fleet:
 
     def faults(self, name: str) -> Faults:
         """The mutable `Faults` of one daemon (`"hub"` for the hub)."""
-        return self.peer(name).faults
+        self.peer(name)  # an unknown name raises KeyError listing the daemons
+        return self._faults[name]
 
     def expire(self, name: str) -> bool:
         """Let the peer's lease lapse now, as if it stopped heartbeating; False if not registered.
@@ -480,9 +493,7 @@ class _ServedTransport(httpx.AsyncBaseTransport):
             )
         pool = self._pools.get(here)
         if pool is None:
-            pool = self._pools[here] = httpx.AsyncHTTPTransport(
-                limits=_LIMITS, verify=_shared_ssl_context()
-            )
+            pool = self._pools[here] = http_transport()
         return await pool.handle_async_request(request)
 
     async def aclose(self) -> None:

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 from coreagent_sdk import Peer, Roster
 
 if TYPE_CHECKING:
+    from coreagent_sdk.host import RegistryEntry as _Entry
+
     from ._fleet import Fleet
-    from ._registry import _Entry
 
 __all__ = ["FleetDirectory"]
 

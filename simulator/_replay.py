@@ -33,8 +33,8 @@ import attrs
 
 from coreagent_sdk import AgentEvent, AgentFrame, Recording, RecordingEntry
 from coreagent_sdk.errors import ProtocolError
-
-from ._agents import Behavior, Turn
+from coreagent_sdk.host import Agent as Behavior
+from coreagent_sdk.host import Turn
 
 __all__ = ["load_replay", "replay"]
 

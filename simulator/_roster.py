@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from coreagent_sdk import _display
+from coreagent_sdk.host import fleet_html as _fleet_html
 
 if TYPE_CHECKING:
     from ._fleet import Fleet
@@ -77,4 +77,4 @@ def fleet_roster(fleet: Fleet) -> list[RosterEntry]:
 def fleet_html(fleet: Fleet) -> str:
     rows = [attrs.asdict(e) for e in fleet_roster(fleet)]
     served = fleet._served.urls if fleet._served is not None else {}
-    return _display.fleet_html(fleet.hub_url, rows, served)
+    return _fleet_html(fleet.hub_url, rows, served)

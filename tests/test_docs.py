@@ -21,6 +21,7 @@ import pytest
 
 import coreagent_sdk
 import coreagent_sdk.errors
+import coreagent_sdk.host
 import coreagent_sdk.plots
 import coreagent_sdk.widgets
 import simulator
@@ -39,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = [
     (coreagent_sdk, "reference/coreagent_sdk"),
     (coreagent_sdk.errors, "reference/errors"),
+    (coreagent_sdk.host, "reference/host"),
     (coreagent_sdk.widgets, "reference/widgets"),
     (coreagent_sdk.plots, "reference/widgets"),
     (simulator, "reference/simulator"),

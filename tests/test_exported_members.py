@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+import pathlib
+
 import coreagent_sdk
 import coreagent_sdk.errors
+import coreagent_sdk.host
 import simulator
 import simulator.behaviors
 
@@ -80,6 +84,41 @@ SDK = {
 }
 
 
+HOST = {
+    "DEFAULT_SESSION_IDLE_TIMEOUT",
+    "DEFAULT_TTL",
+    "MAX_INJECT_BYTES",
+    "MAX_REGISTER_BYTES",
+    "MAX_TTL",
+    "REPLAY_WINDOW",
+    "STARTUP_SESSION",
+    "Agent",
+    "AgentHost",
+    "Identity",
+    "PeerRegistry",
+    "RegistryEntry",
+    "SessionRateLimit",
+    "StreamHook",
+    "Turn",
+    "checked_base_url",
+    "fleet_html",
+    "http_transport",
+}
+
+
+def test_the_host_exports_exactly_the_pinned_names() -> None:
+    assert set(coreagent_sdk.host.__all__) == HOST
+    for name in HOST:
+        assert hasattr(coreagent_sdk.host, name), name
+
+
+def test_the_simulators_daemon_and_turn_are_the_hosts() -> None:
+    # The public contract never renames: `simulator.Daemon` stays, as the host's name for it.
+    assert simulator.Daemon is coreagent_sdk.host.AgentHost
+    assert simulator.Turn is coreagent_sdk.host.Turn
+    assert simulator.behaviors.Turn is coreagent_sdk.host.Turn
+
+
 def test_the_sdk_exports_exactly_the_pinned_names() -> None:
     assert set(coreagent_sdk.__all__) == SDK
     for name in SDK:
@@ -154,3 +193,48 @@ def test_the_sdk_never_imports_the_simulator() -> None:
     for path in root.rglob("*.py"):
         text = path.read_text()
         assert "import simulator" not in text and "from simulator" not in text, path
+
+
+def test_the_sdk_core_never_imports_the_host() -> None:
+    # The host imports the core, never the reverse: a plain install has no web server.
+    root = pathlib.Path(coreagent_sdk.__file__).parent
+    for path in root.glob("*.py"):
+        text = path.read_text()
+        assert "from .host" not in text and "coreagent_sdk.host" not in text, path
+
+
+def _sdk_imports(path: pathlib.Path) -> list[tuple[str, str]]:
+    """(module, name) of every import of the SDK in a file, at any depth (TYPE_CHECKING too)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found += [(node.module, alias.name) for alias in node.names]
+        elif isinstance(node, ast.Import):
+            found += [(alias.name, "") for alias in node.names]
+    return [(m, n) for m, n in found if m.split(".")[0] == "coreagent_sdk"]
+
+
+def test_the_simulator_imports_only_public_sdk_names() -> None:
+    root = pathlib.Path(simulator.__file__).parent
+    private = []
+    for path in sorted(root.rglob("*.py")):
+        for module, name in _sdk_imports(path):
+            if any(part.startswith("_") for part in [*module.split("."), name]):
+                private.append(f"{path.name}: {module} {name}")
+    assert private == [], "the simulator imports only public SDK names"
+
+
+def test_the_private_import_check_sees_a_private_import(tmp_path: pathlib.Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "from coreagent_sdk._wire import encode_sse\n"
+        "from coreagent_sdk import _display\n"
+        "if True:\n    import coreagent_sdk._tracing\n"
+        "from coreagent_sdk.host import Turn\n"
+    )
+    assert sorted(_sdk_imports(sample)) == [
+        ("coreagent_sdk", "_display"),
+        ("coreagent_sdk._tracing", ""),
+        ("coreagent_sdk._wire", "encode_sse"),
+        ("coreagent_sdk.host", "Turn"),
+    ]

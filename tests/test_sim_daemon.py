@@ -436,7 +436,7 @@ class Listing:
 async def test_an_unchanged_roster_is_encoded_once_and_answered_byte_for_byte(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from simulator import _registry
+    from coreagent_sdk.host import _registry
 
     encoded = 0
     record = _registry._Entry.record

@@ -1,11 +1,11 @@
-"""Behaviours: what a simulated agent does with a prompt.
+"""Agents and their turns: what a hosted agent does with a prompt.
 
-A behaviour is an async function of a `Turn`. It speaks through the turn
+An agent is an async function of a `Turn`. It speaks through the turn
 (`say`, `narrate`, `chunk`, `tool_call`, `tool_result`, `error`), and the
-daemon turns each call into frames of the exact wire shapes. The daemon
-wraps every turn in `inbox` frames, a `status-update` streaming, the echoed
-user event, and after the behaviour returns `turn-complete`, `usage-update`
-and a `status-update` idle.
+host turns each call into frames of the exact wire shapes. The host wraps
+every turn in `inbox` frames, a `status-update` streaming, the echoed user
+event, and after the agent returns `turn-complete`, `usage-update` and a
+`status-update` idle.
 """
 
 from __future__ import annotations
@@ -26,22 +26,11 @@ from coreagent_sdk._wire import (
 )
 from coreagent_sdk._wire import TurnError as TurnErrorFrame
 
-__all__ = [
-    "Behavior",
-    "Turn",
-    "custom",
-    "drop_stream",
-    "echo",
-    "fail",
-    "narrate",
-    "never_finish",
-    "reply",
-    "slow",
-    "stream",
-]
+__all__ = ["Agent", "Behavior", "Turn", "TurnAbandoned", "TurnFailed", "echo"]
 
-Behavior = Callable[["Turn"], Awaitable[None]]
-"""What a simulated agent does with a prompt: an async function of a `Turn`."""
+Agent = Callable[["Turn"], Awaitable[None]]
+"""What a hosted agent does with a prompt: an async function of a `Turn`."""
+Behavior = Agent  # the simulator's name for an agent
 
 
 class _Session(Protocol):
@@ -68,7 +57,7 @@ def _now() -> str:
 
 
 class Turn:
-    """One turn of a simulated agent: the messages it drained from the inbox, and its answer.
+    """One turn of a hosted agent: the messages it drained from the inbox, and its answer.
 
     ``prompt`` is the text the model sees: the message itself, or, when several
     queued messages drain into one turn, an ``[Inbox]`` block with one
@@ -186,103 +175,10 @@ class Turn:
         await asyncio.sleep(seconds)
 
 
-def echo() -> Behavior:
-    """Answer with the prompt itself."""
+def echo() -> Agent:
+    """Answer with the prompt itself (the agent of a host given none)."""
 
     async def run(turn: Turn) -> None:
         await turn.say(turn.prompt)
-
-    return run
-
-
-def reply(text: str) -> Behavior:
-    """Answer with a fixed text."""
-
-    async def run(turn: Turn) -> None:
-        await turn.say(text)
-
-    return run
-
-
-def narrate(steps: Sequence[str], answer: str, tool: str = "kubectl") -> Behavior:
-    """Narrate each step with a tool call and its result, then answer."""
-
-    async def run(turn: Turn) -> None:
-        for i, step in enumerate(steps):
-            await turn.narrate(step, tool=tool, args={"step": i})
-            await turn.tool_result(
-                tool, {"output": f"step {i} ok", "secret_args": "not for callers"}
-            )
-        await turn.say(answer)
-
-    return run
-
-
-def stream(total_bytes: int, chunk_bytes: int = 1024, char: str = "x") -> Behavior:
-    """A long answer of `total_bytes` UTF-8 bytes (repeating `char`), streamed in chunks."""
-    if not char:
-        raise ValueError("stream: char must be a non-empty string, such as 'x' or 'é'")
-    unit = len(char.encode())
-    text = char * (total_bytes // unit)
-    per_chunk = max(1, chunk_bytes // unit)
-
-    async def run(turn: Turn) -> None:
-        for start in range(0, len(text), per_chunk):
-            await turn.chunk(text[start : start + per_chunk])
-        await turn.say(text)
-
-    return run
-
-
-def slow(delay: float, then: Behavior | None = None) -> Behavior:
-    """Wait `delay` seconds, then behave as `then` (default: echo)."""
-    inner = then if then is not None else echo()
-
-    async def run(turn: Turn) -> None:
-        await turn.sleep(delay)
-        await inner(turn)
-
-    return run
-
-
-def never_finish(narration: str = "working on it") -> Behavior:
-    """Narrate once (with a tool call, so the turn is not over), then never finish."""
-
-    async def run(turn: Turn) -> None:
-        await turn.narrate(narration, tool="wait")
-        await asyncio.Event().wait()
-
-    return run
-
-
-def fail(
-    kind: str = "unknown", message: str = "simulated failure", retryable: bool = False
-) -> Behavior:
-    """End the turn with a `turn-error` of this kind."""
-
-    async def run(turn: Turn) -> None:
-        await turn.error(kind, message, retryable)
-
-    return run
-
-
-def drop_stream(after_frames: int = 0) -> Behavior:
-    """Send `after_frames` narration events, then close the event streams mid-turn."""
-
-    async def run(turn: Turn) -> None:
-        for i in range(after_frames):
-            await turn.narrate(f"step {i}", tool="step")
-        turn.drop_streams()
-
-    return run
-
-
-def custom(fn: Callable[[Turn], Awaitable[str | None]]) -> Behavior:
-    """Your own behaviour: `fn(turn)` may speak through the turn; a returned str is the answer."""
-
-    async def run(turn: Turn) -> None:
-        answer = await fn(turn)
-        if answer is not None:
-            await turn.say(answer)
 
     return run

@@ -1,4 +1,4 @@
-"""The ASGI app of one simulated daemon (and, with a registry, of a hub).
+"""The agent host: the ASGI app of one daemon's attach server (and, with a registry, of a hub).
 
 It answers with the status codes and shapes of `protocol.md`: 201/204/400/
 401/403/404/409/415/429/501 where a real daemon does, SSE frames written
@@ -21,8 +21,8 @@ import secrets
 import time
 import uuid
 from collections import deque
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -30,12 +30,10 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from coreagent_sdk import PROTOCOL_VERSION, Clock, SystemClock
-from coreagent_sdk._tracing import picked_headers, turn_span
-from coreagent_sdk._wire import AgentEvent, AgentFrame, Content, Part, encode_sse
-
-from ._agents import Behavior, Turn, TurnAbandoned, TurnFailed, echo
-from ._faults import FaultInjector, Faults, StreamAborted
+from .._clock import Clock, SystemClock
+from .._tracing import picked_headers, turn_span
+from .._wire import PROTOCOL_VERSION, AgentEvent, AgentFrame, Content, Part, encode_sse
+from ._agents import Agent, Turn, TurnAbandoned, TurnFailed, echo
 from ._ratelimit import SessionRateLimit, SessionRateLimiter
 from ._registry import ANONYMOUS, Identity, PeerRegistry, RegistryError, rfc3339
 
@@ -45,7 +43,8 @@ __all__ = [
     "MAX_REGISTER_BYTES",
     "REPLAY_WINDOW",
     "STARTUP_SESSION",
-    "Daemon",
+    "AgentHost",
+    "StreamHook",
 ]
 
 MAX_INJECT_BYTES = 8 * 1024
@@ -67,7 +66,16 @@ _EVENT_TYPES = (
 )
 _MAX_LISTINGS = 64  # encoded GET /peers bodies kept per registry version
 _CLOSE = None  # queued to a subscriber: end its stream
-_MALFORMED = b"event: agent\ndata: {not json\n\n"
+
+
+class StreamHook(Protocol):
+    """A seam on every event stream a host writes (the simulator's faults use it)."""
+
+    def before_frame(self) -> bytes:
+        """Bytes written before each frame (b"" for none)."""
+
+    def end_after(self, sent: int) -> bool:
+        """True ends the stream cleanly after `sent` frames; raising aborts it mid-body."""
 
 
 def _text(status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
@@ -76,7 +84,7 @@ def _text(status: int, message: str, headers: Mapping[str, str] | None = None) -
 
 
 class _Session:
-    def __init__(self, daemon: Daemon, app: str, session_id: str, user: str) -> None:
+    def __init__(self, daemon: AgentHost, app: str, session_id: str, user: str) -> None:
         self.daemon = daemon
         self.app = app
         self.session_id = session_id
@@ -297,7 +305,7 @@ class _EventsEndpoint:
     """`GET .../events` as a raw ASGI app, so the subscription is made before 200 is sent
     and released on every way out (disconnect, cancel, drop)."""
 
-    def __init__(self, daemon: Daemon) -> None:
+    def __init__(self, daemon: AgentHost) -> None:
         self.daemon = daemon
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -315,7 +323,7 @@ class _EventsEndpoint:
         since = parse_since(request.query_params.get("since"))
         queue = session.subscribe()
         watcher = asyncio.get_running_loop().create_task(self._watch_disconnect(receive, queue))
-        faults = daemon.faults
+        hook = daemon.stream_hook
         sent = 0
         try:
             await send(
@@ -339,16 +347,13 @@ class _EventsEndpoint:
                 data = pending.popleft() if pending else await queue.get()
                 if data is _CLOSE:
                     break
-                if faults.malformed_frames:
-                    await send(
-                        {"type": "http.response.body", "body": _MALFORMED, "more_body": True}
-                    )
+                prefix = hook.before_frame() if hook is not None else b""
+                if prefix:
+                    await send({"type": "http.response.body", "body": prefix, "more_body": True})
                 await send({"type": "http.response.body", "body": data, "more_body": True})
                 sent += 1
-                if faults.drop_streams_after is not None and sent >= faults.drop_streams_after:
+                if hook is not None and hook.end_after(sent):
                     break
-                if faults.abort_streams_after is not None and sent >= faults.abort_streams_after:
-                    raise StreamAborted(f"injected fault: stream aborted after {sent} frames")
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except OSError:
             pass  # the client went away mid-write
@@ -418,7 +423,7 @@ async def read_capped(request: Request, limit: int) -> bytes | Response:
 class _Guard:
     """Auth and the JSON content type, checked once in front of every route."""
 
-    def __init__(self, app: ASGIApp, daemon: Daemon) -> None:
+    def __init__(self, app: ASGIApp, daemon: AgentHost) -> None:
         self.app = app
         self.daemon = daemon
 
@@ -437,15 +442,15 @@ def _utf8_json(body: bytes) -> Any | Response:
     try:
         value = json.loads(body.decode("utf-8"))
         json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except UnicodeError as exc:
+    except (UnicodeDecodeError, UnicodeEncodeError) as exc:
         return _text(400, f"malformed JSON: not valid UTF-8 ({exc.reason})")
     except (ValueError, RecursionError) as exc:
         return _text(400, f"malformed JSON: {exc}")
     return value
 
 
-class Daemon:
-    """One simulated core-agent daemon; a hub when it has a `registry`.
+class AgentHost:
+    """Serves an agent on the attach wire as a core-agent daemon does; a hub with a `registry`.
 
     ``tokens`` maps bearer tokens to identities; None is an open daemon that
     accepts anonymous callers (and redacts nothing). With tokens, a caller sees
@@ -456,24 +461,27 @@ class Daemon:
     defaults). ``session_idle_timeout`` evicts sessions idle that long (seconds;
     0 disables). ``refuse_foreign_reregistration`` makes a hub refuse (403) a
     registration of a name another identity owns; a real hub does not.
+    ``stream_hook`` sees every event stream's frames and ``middleware`` wraps
+    the ASGI app (the simulator's faults use both).
     """
 
     def __init__(
         self,
         name: str,
         *,
-        behavior: Behavior | None = None,
+        behavior: Agent | None = None,
         multi_session: bool = True,
         tokens: Mapping[str, Identity] | None = None,
         registry: PeerRegistry | None = None,
         clock: Clock | None = None,
-        faults: Faults | None = None,
         app_name: str = "core-agent",
         model: str = "sim-model",
         provider: str = "sim",
         session_rate_limit: SessionRateLimit | None = None,
         session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT,
         refuse_foreign_reregistration: bool = False,
+        stream_hook: StreamHook | None = None,
+        middleware: Callable[[ASGIApp], ASGIApp] | None = None,
     ) -> None:
         if (
             isinstance(session_idle_timeout, bool)
@@ -481,23 +489,23 @@ class Daemon:
             or not session_idle_timeout >= 0
         ):
             raise ValueError(
-                f"simulator: session_idle_timeout must be seconds >= 0 (0 disables eviction), "
+                f"AgentHost: session_idle_timeout must be seconds >= 0 (0 disables eviction), "
                 f"got {session_idle_timeout!r}; the daemon's default is "
                 f"{DEFAULT_SESSION_IDLE_TIMEOUT:g}"
             )
         if session_rate_limit is not None and not isinstance(session_rate_limit, SessionRateLimit):
             # Refused here: taken, it made every POST /sessions answer 500.
             raise ValueError(
-                f"simulator: session_rate_limit must be a SessionRateLimit(...) or None (off), "
+                f"AgentHost: session_rate_limit must be a SessionRateLimit(...) or None (off), "
                 f"got {session_rate_limit!r}; SessionRateLimit() is the daemon's defaults"
             )
         self.name = name
-        self.behavior: Behavior = behavior if behavior is not None else echo()
+        self.behavior: Agent = behavior if behavior is not None else echo()
         self.multi_session = multi_session
         self.tokens = dict(tokens) if tokens is not None else None
         self.registry = registry
         self.clock: Clock = clock if clock is not None else SystemClock()
-        self.faults = faults if faults is not None else Faults()
+        self.stream_hook = stream_hook
         self.app_name = app_name
         self.model = model
         self.provider = provider
@@ -534,13 +542,14 @@ class Daemon:
                 Route("/peers/{rid}/heartbeat", self._heartbeat, methods=["POST"]),
                 Route("/peers/{rid}", self._deregister, methods=["DELETE"]),
             ]
-        self.app = FaultInjector(_Guard(Starlette(routes=routes), self), self.faults)
+        app: ASGIApp = _Guard(Starlette(routes=routes), self)
+        self.app = middleware(app) if middleware is not None else app
         # Every daemon starts with one session of its own; it is never evicted or deleted.
         self.sessions[STARTUP_SESSION] = _Session(self, app_name, STARTUP_SESSION, ANONYMOUS.name)
 
     def __repr__(self) -> str:
         kind = "hub" if self.registry is not None else "daemon"
-        return f"Daemon({self.name!r}, {kind}, sessions={len(self.sessions)})"
+        return f"AgentHost({self.name!r}, {kind}, sessions={len(self.sessions)})"
 
     # --- auth and checks --------------------------------------------------
 

@@ -10,6 +10,7 @@ sleeping. Mirrors core-agent `pkg/attach/rate_limit.go` (`costRateLimiter`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import attrs
 
@@ -26,11 +27,11 @@ _PRUNE_THRESHOLD = 1024
 _IDLE_AFTER = 3600.0
 
 
-def _positive(name: str) -> object:
+def _positive(name: str) -> Callable[[object, object, object], None]:
     def check(_: object, __: object, value: object) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise ValueError(
-                f"simulator: SessionRateLimit.{name} must be a positive number, got {value!r}; "
+                f"host: SessionRateLimit.{name} must be a positive number, got {value!r}; "
                 f"the daemon's defaults are per_minute={DEFAULT_PER_MINUTE}, "
                 f"burst={DEFAULT_BURST}"
             )

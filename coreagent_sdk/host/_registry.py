@@ -52,6 +52,8 @@ class RegistryError(ValueError):
 
 @attrs.define
 class _Entry:
+    """One peer's registration on a hub: its name, endpoint, labels, lease and owner."""
+
     registration_id: str
     name: str
     endpoint: str

@@ -1,0 +1,63 @@
+"""The agent host: serve your own agents on the attach wire, as a core-agent daemon does.
+
+    from coreagent_sdk.host import AgentHost, Turn
+
+    async def answer(turn: Turn) -> None:
+        await turn.say(f"you said: {turn.prompt}")
+
+    host = AgentHost("my-agent", behavior=answer)
+    # host.app is an ASGI app: serve it, or call it in-process with
+    # coreagent_sdk.ASGITransport(host.app).
+
+An agent is an async function of a `Turn`; the host answers sessions,
+inject and events exactly as a daemon's attach server does (the hub
+registry too, given a `PeerRegistry`). Needs the `host` extra:
+`pip install 'coreagent-sdk[host]'`. The SDK's core never imports this
+package; it imports the core.
+"""
+
+from __future__ import annotations
+
+try:
+    import starlette  # noqa: F401  (checked here so the error names the extra)
+except ImportError as exc:  # pragma: no cover - depends on the install
+    raise ImportError(
+        "coreagent_sdk.host: needs the 'host' extra: pip install 'coreagent-sdk[host]'"
+    ) from exc
+
+from .._display import fleet_html
+from ._agents import Agent, Turn
+from ._daemon import (
+    DEFAULT_SESSION_IDLE_TIMEOUT,
+    MAX_INJECT_BYTES,
+    MAX_REGISTER_BYTES,
+    REPLAY_WINDOW,
+    STARTUP_SESSION,
+    AgentHost,
+    StreamHook,
+)
+from ._http import checked_base_url, http_transport
+from ._ratelimit import SessionRateLimit
+from ._registry import DEFAULT_TTL, MAX_TTL, Identity, PeerRegistry
+from ._registry import _Entry as RegistryEntry
+
+__all__ = [
+    "DEFAULT_SESSION_IDLE_TIMEOUT",
+    "DEFAULT_TTL",
+    "MAX_INJECT_BYTES",
+    "MAX_REGISTER_BYTES",
+    "MAX_TTL",
+    "REPLAY_WINDOW",
+    "STARTUP_SESSION",
+    "Agent",
+    "AgentHost",
+    "Identity",
+    "PeerRegistry",
+    "RegistryEntry",
+    "SessionRateLimit",
+    "StreamHook",
+    "Turn",
+    "checked_base_url",
+    "fleet_html",
+    "http_transport",
+]
