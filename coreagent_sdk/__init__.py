@@ -34,6 +34,7 @@ from ._directory import (
 from ._endpoint import endpoint_problem
 from ._hosts import HostAllowList
 from ._oversized import OversizedFrame
+from ._quote import quote_name
 from ._recording import (
     RECORDING_VERSION,
     Recording,
@@ -146,5 +147,6 @@ __all__ = [
     "__version__",
     "endpoint_problem",
     "lookup_peer",
+    "quote_name",
     "run_sync",
 ]

@@ -46,6 +46,7 @@ from ._endpoint import endpoint_problem, shown_url
 from ._hosts import HostAllowList
 from ._http import LoopBoundClient
 from ._oversized import OversizedFrame
+from ._quote import go_quote, quoted_names
 from ._rate_limit import waiting_out_rate_limits
 from ._recording import recording_peer
 from ._scrub import scrub, server_text
@@ -100,6 +101,7 @@ _SEPARATOR = "\n\n"
 _READ_TYPES = frozenset({"agent", "turn-complete", "turn-error"})
 _READING = "the event stream"  # the step of a delegation that reads the turn
 _MAX_LISTED = 50  # names listed in an unknown-peer error
+_MAX_LISTING = 4000  # characters of names listed in one: 50 long names stay one screen
 _MAX_QUOTED = 1000  # characters of a peer's own words quoted in an error message
 # The daemon's cap on an inject body (protocol.md: write bodies, inject 8 KiB). A prompt
 # over it is refused before any request, so no session is left open on the peer.
@@ -120,8 +122,8 @@ _log = logging.getLogger("coreagent_sdk.call_peer")
 
 
 def _q(value: str) -> str:
-    # Go's %q, which the daemon's own messages use: "x" with escapes.
-    return json.dumps(value, ensure_ascii=False)
+    # Go's %q, which the daemon's own messages use: "x" with escapes, and cut (hostile input).
+    return go_quote(value)
 
 
 def _check_prompt(tool: str, peer: str, prompt: object) -> None:
@@ -460,16 +462,16 @@ class CallPeer:
                 ) from None
         except CallPeerError as exc:
             self._emit("failed", call, error=str(exc), error_type=type(exc).__name__)
-            self._log.info("%s: call to %r failed: %s", self.name, call.peer, exc)
+            self._log.info("%s: call to %s failed: %s", self.name, _q(call.peer), exc)
             raise
         size = len(result.response.encode()) if self._on_event is not None else None
         if result.truncated:
             self._emit("truncated", call, response_bytes=size)
         self._emit("finished", call, response_bytes=size)
         self._log.info(
-            "%s: peer %r answered in %d ms (session %s, %d chars%s)",
+            "%s: peer %s answered in %d ms (session %s, %d chars%s)",
             self.name,
-            result.peer,
+            _q(result.peer),
             result.duration_ms,
             result.session_id,
             len(result.response),
@@ -497,9 +499,8 @@ class CallPeer:
                 allowed.append(name)
             names = allowed
         # Quoted as Go's %q would: a name cannot forge a line in the model's context.
-        shown = ", ".join(_q(n) for n in names[:_MAX_LISTED])
-        if len(names) > _MAX_LISTED:
-            shown += f", and {len(names) - _MAX_LISTED} more"
+        quoted, more = quoted_names(names, most=_MAX_LISTED, budget=_MAX_LISTING)
+        shown = ", ".join(quoted) + (f", and {more} more" if more else "")
         return shown or "none allowed"
 
     async def _roster(self) -> Sequence[Peer]:

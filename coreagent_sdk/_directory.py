@@ -16,6 +16,7 @@ from ._deadline import DEFAULT_REQUEST_TIMEOUT, governed, outer_deadline, within
 from ._endpoint import checked_base_url, shown_url
 from ._hosts import HostAllowList
 from ._http import LoopBoundClient
+from ._quote import names_text
 from ._token import checked_token, read_token
 from ._wire import labels_dict
 from .errors import APIStatusError, CoreAgentError, DirectoryError
@@ -128,7 +129,7 @@ class StaticDirectory:
             self._by_name[peer.name] = peer
 
     def __repr__(self) -> str:
-        return f"StaticDirectory({[p.name for p in self._peers]!r})"
+        return f"StaticDirectory([{names_text(p.name for p in self._peers)}])"
 
     def _repr_html_(self) -> str:
         return self._peers._repr_html_()

@@ -21,6 +21,8 @@ import html
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ._quote import names_text
+
 if TYPE_CHECKING:
     from ._call_peer import CallPeerResult
     from ._calllog import CallRecord
@@ -193,9 +195,9 @@ def result_html(result: CallPeerResult) -> str:
 
 
 def roster_text(peers: Sequence[Peer]) -> str:
-    names = [p.name for p in peers[:_SHOWN_ROWS]]
-    more = f", +{len(peers) - len(names)} more" if len(peers) > len(names) else ""
-    return f"Roster({len(peers)} peer{'' if len(peers) == 1 else 's'}: {', '.join(names)}{more})"
+    # Names are what a hub sent: quoted as Go's %q, each cut, a screenful at most.
+    names = names_text(p.name for p in peers)
+    return f"Roster({len(peers)} peer{'' if len(peers) == 1 else 's'}: {names})"
 
 
 def roster_html(peers: Sequence[Peer]) -> str:

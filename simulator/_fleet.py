@@ -22,6 +22,7 @@ from coreagent_sdk import (
     HubDirectory,
     RoutingTransport,
     SystemClock,
+    quote_name,
 )
 from coreagent_sdk.errors import TransportFailure
 from coreagent_sdk.host import (
@@ -45,6 +46,7 @@ from ._roster import RosterEntry, fleet_html, fleet_roster
 
 __all__ = ["Fleet", "PortInUseError", "ServedFleet"]
 
+_SHOWN_NAMES = 20  # names a repr shows (each at most 63 characters: a host label)
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _HUB = "hub"
@@ -174,8 +176,13 @@ class Fleet:
         self._tools: weakref.WeakSet[CallPeer] = weakref.WeakSet()
 
     def __repr__(self) -> str:
-        peers = [n for n in self.daemons if n != _HUB]
-        return f"Fleet(hub={self.hub_url!r}, peers={peers!r})"
+        # Bounded: a 10,000-peer fleet printed whole was 140 KB on one line.
+        names = [n for n in self.daemons if n != _HUB]
+        shown = [quote_name(n) for n in names[:_SHOWN_NAMES]]
+        peers = ", ".join(
+            shown + ([f"+{len(names) - len(shown)} more"] if names[len(shown) :] else [])
+        )
+        return f"Fleet(hub={self.hub_url!r}, peers=[{peers}])"
 
     @property
     def clock(self) -> Clock:

@@ -537,8 +537,8 @@ async def test_events_and_logs_follow_a_call_from_start_to_finish(reach, caplog)
     assert events[2].duration_ms is not None and events[1].session_id
     assert "unknown peer" in (events[-1].error or "")
     messages = [r.getMessage() for r in caplog.records]
-    assert any("peer 'echo' answered" in m for m in messages)
-    assert any("call to 'nobody' failed" in m for m in messages)
+    assert any('peer "echo" answered' in m for m in messages)
+    assert any('call to "nobody" failed' in m for m in messages)
 
 
 # --- sync use -----------------------------------------------------------------------

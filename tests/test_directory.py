@@ -303,3 +303,14 @@ async def test_lookup_peer_falls_back_to_the_roster_for_a_directory_without_look
 
     assert await lookup_peer(OnlyPeers(), "b") == Peer("b", "http://b")
     assert await lookup_peer(OnlyPeers(), "c") is None
+
+
+def test_a_static_directory_of_ten_thousand_peers_shows_twenty_names_and_counts_the_rest() -> None:
+    directory = StaticDirectory([Peer(f"p{i:05d}", "http://p.sim") for i in range(10_000)])
+    shown = repr(directory)
+    assert shown.startswith('StaticDirectory(["p00000", "p00001", ')
+    assert shown.endswith('"p00019", +9980 more])')
+    assert len(shown) < 300
+    assert repr(StaticDirectory([Peer(f"p{i}", "http://p.sim") for i in range(20)])).endswith(
+        '"p19"])'
+    )

@@ -97,8 +97,8 @@ async def test_a_directory_roster_shows_as_a_table_with_escaped_labels() -> None
         ["prod-1", "http://prod-1.sim", f"team={HOSTILE}"],
         ["prod-2", "http://prod-2.sim", ""],
     ]
-    assert repr(roster) == "Roster(2 peers: prod-1, prod-2)"
-    assert repr(StaticDirectory([Peer("a", "http://a.sim")])._peers) == "Roster(1 peer: a)"
+    assert repr(roster) == 'Roster(2 peers: "prod-1", "prod-2")'
+    assert repr(StaticDirectory([Peer("a", "http://a.sim")])._peers) == 'Roster(1 peer: "a")'
     empty = Page((await DirectoryFunc(lambda: None).peers())._repr_html_())
     assert "no peers are registered" in empty.text
 

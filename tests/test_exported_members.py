@@ -80,6 +80,7 @@ SDK = {
     "__version__",
     "endpoint_problem",
     "lookup_peer",
+    "quote_name",
     "run_sync",
 }
 

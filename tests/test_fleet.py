@@ -404,3 +404,15 @@ def test_a_session_rate_limit_that_is_not_one_is_refused_at_construction(bad: ob
     with pytest.raises(ValueError, match=r"session_rate_limit.*SessionRateLimit\("):
         fleet.add_peer("p", session_rate_limit=bad)  # type: ignore[arg-type]
     assert "p" not in fleet.daemons
+
+
+def test_a_fleet_repr_names_twenty_peers_quoted_and_counts_the_rest() -> None:
+    fleet = Fleet()
+    for i in range(20):
+        fleet.add_peer(f"p{i:02d}", behaviors.echo())
+    assert repr(fleet).endswith('"p18", "p19"])')
+    fleet.add_peer("p20", behaviors.echo())
+    shown = repr(fleet)
+    assert shown.startswith('Fleet(hub=\'http://hub.sim\', peers=["p00", "p01", ')
+    assert shown.endswith('"p19", +1 more])')
+    assert len(shown) < 300

@@ -41,6 +41,67 @@ async def test_a_huge_roster_is_listed_in_part() -> None:
     assert len(str(info.value)) < 4000 and "more" in str(info.value)
 
 
+# What Go's strconv.Quote (fmt %q, as `callpeer.go: resolve` quotes every name) writes for
+# each: only what strconv.IsPrint calls printable goes raw. JSON left all but \n raw.
+GO_QUOTED = [
+    ("line\u2028sep", '"line\\u2028sep"'),
+    ("para\u2029sep", '"para\\u2029sep"'),
+    ("next\u0085line", '"next\\u0085line"'),
+    ("evil\u202etxt.exe", '"evil\\u202etxt.exe"'),
+    ("del\x7f", '"del\\x7f"'),
+    ("bell\a\x1b[2J", '"bell\\a\\x1b[2J"'),
+    ("nbsp\u00a0", '"nbsp\\u00a0"'),
+    ("tag\U000e0041", '"tag\\U000e0041"'),
+    ("zone-é ☃ 😀", '"zone-é ☃ 😀"'),
+    ('quo"te\\', '"quo\\"te\\\\"'),
+]
+
+
+@pytest.mark.parametrize(("name", "quoted"), GO_QUOTED)
+async def test_an_unknown_peer_error_quotes_names_as_go_percent_q_does(
+    name: str, quoted: str
+) -> None:
+    tool = CallPeer(StaticDirectory([Peer(name, "http://a.test")]))
+    with pytest.raises(UnknownPeerError) as listed:
+        await tool.acall(peer="nobody", prompt="go")
+    with pytest.raises(UnknownPeerError) as asked:
+        await CallPeer(StaticDirectory([Peer("b", "http://b.test")])).acall(peer=name, prompt="go")
+    assert str(listed.value) == f'call_peer: unknown peer "nobody" (registered: {quoted})'
+    assert str(asked.value) == f'call_peer: unknown peer {quoted} (registered: "b")'
+
+
+async def test_huge_names_make_a_bounded_message_that_says_what_it_cut() -> None:
+    huge = [Peer(f"{i:02d}" + "\u2028" * 1_500_000, "http://a.test") for i in range(60)]
+    with pytest.raises(UnknownPeerError) as info:
+        await CallPeer(StaticDirectory(huge)).acall(peer="x" * 3_000_000, prompt="go")
+    message = str(info.value)
+    assert len(message) < 5_000
+    assert message.startswith('call_peer: unknown peer "xxx')
+    assert '"... (cut: 3000000 characters, the first 198 shown) (registered: "00\\u2028' in message
+    assert "(cut: 1500002 characters, the first 34 shown)" in message
+    shown = message.count("(cut: 1500002")
+    assert 10 < shown < 60 and message.endswith(f", and {60 - shown} more)")
+
+
+async def test_a_roster_repr_quotes_escapes_and_cuts_what_a_hub_sent() -> None:
+    names = ["\x1b[2J\x1b[31mowned", "two\nlines", "rtl\u202eexe", "x" * 1_000_000]
+    names += [f"n{i:02d}" for i in range(30)]
+
+    def hub(request: httpx.Request) -> httpx.Response:
+        peers = [{"name": n, "endpoint": "http://a.test"} for n in names]
+        return httpx.Response(200, json={"peers": peers})
+
+    roster = await HubDirectory("http://hub.test", transport=httpx.MockTransport(hub)).peers()
+    shown = repr(roster)
+    assert len(roster) == 34
+    assert shown.startswith(
+        'Roster(34 peers: "\\x1b[2J\\x1b[31mowned", "two\\nlines", "rtl\\u202eexe", "xxx'
+    )
+    assert "(cut: 1000000 characters, the first 198 shown)" in shown
+    assert not any(c in shown for c in "\x1b\n\u202e")
+    assert shown.endswith(", +14 more)") and len(shown) < 1_000
+
+
 @pytest.mark.parametrize(
     ("url", "allowed"),
     [
