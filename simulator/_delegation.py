@@ -1,21 +1,29 @@
 """Delegation trees: a simulated peer whose turn asks other peers of its fleet.
 
-The invariant: a delegation inside the simulator never outlives the call that
-caused it, so a tree of any depth, and a cycle (A asks B asks A), ends by
-itself within the first caller's deadline. How each rule holds it:
+A sub-call is a tool call, as on a daemon: whatever becomes of it (an
+unknown peer, a refusal by the gate, a timeout or a spent budget, the
+callee's own turn-error, a cycle) goes back to the delegating turn as the
+tool's result, and that turn goes on and answers. On a daemon `call_peer`'s
+error is the function response ``{"error": ...}`` the model reads
+(`callpeer.go: run`, ADK's `callTool`); a turn-error describes only the
+daemon's own run. So here only a behaviour's own configuration (no peer
+matches, more than `max_peers`) ends its turn with a turn-error.
+
+Every tree ends by itself, but not with its caller: as on daemons, a caller
+that gives up (its `CallPeer` deadline passed) does not stop the callee's
+turn, so a tree may keep running after the call that caused it has failed.
+What bounds it:
 
 - A delegating turn asks through a `CallPeer` of its own, made for the turn
   and closed with it, with its own deadline, byte cap and gate.
 - When a simulated peer asks another simulated peer, it notes the deadline it
-  gave that call against the callee's session (the id `session_opened`
-  reports, before the prompt is injected). A delegating turn that finds such a
-  deadline gives its own sub-calls at most half of the time left, keeping the
-  other half to report back. Budgets halve at every hop, so a cycle stops
-  dialing after about log2(timeout / 1 ms) hops; a turn left with under a
-  millisecond does not dial at all and says which peer it could not ask.
-- A sub-call that fails is narrated as a failed tool call; the turn then
-  fails naming that peer (`delegate`) or reports it beside the others'
-  answers (`fan_out`): never a partial answer that looks complete.
+  gave that call, and the peers that asked so far, against the callee's
+  session (the id `session_opened` reports, before the prompt is injected).
+  A delegating turn that finds such a deadline gives its own sub-calls at
+  most half of the time left, keeping the other half to report back. Budgets
+  halve at every hop, so a cycle stops dialing after about
+  log2(timeout / 1 ms) hops; a turn left with under a millisecond does not
+  dial at all, and its answer names the cycle.
 
 Each sub-call is narrated as a daemon shows a tool call: an event with a
 `call_peer` function call part, then one with its function response.
@@ -28,13 +36,19 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from coreagent_sdk import DEFAULT_MAX_RESPONSE_BYTES, CallPeer, CallPeerEvent, CallPeerResult, Gate
-from coreagent_sdk.errors import CallPeerError, PeerTimeoutError, PeerTurnError
+from coreagent_sdk import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    CallPeer,
+    CallPeerEvent,
+    CallPeerResult,
+    Gate,
+    quote_name,
+)
+from coreagent_sdk.errors import CallPeerError, PeerTimeoutError
 from coreagent_sdk.host import Agent as Behavior
 from coreagent_sdk.host import Turn
 
@@ -44,10 +58,22 @@ DEFAULT_DELEGATION_TIMEOUT = 30.0
 MAX_FAN_OUT = 16  # peers one fan-out turn asks at most: a bounded number of requests
 _KEEP = 0.5  # share of the time left that a hop may hand on; the rest is for reporting back
 _MIN_BUDGET = 0.001  # under this a hop does not dial: it could only time out
+_SHOWN_HOPS = 8  # peers of a long delegation chain a message names
 
-# session id -> the monotonic deadline a simulated caller gave that session's turn. Keyed by
-# the session alone: a directory may list a peer under another name than its daemon's.
-_deadlines: dict[str, float] = {}
+
+class _Hop:
+    """What a simulated caller noted for the session it opened: its deadline and who asked."""
+
+    __slots__ = ("deadline", "path")
+
+    def __init__(self, deadline: float, path: tuple[str, ...]) -> None:
+        self.deadline = deadline
+        self.path = path  # the agents that asked, first caller first
+
+
+# session id -> what its simulated caller noted. Keyed by the session alone: a directory
+# may list a peer under another name than its daemon's.
+_hops: dict[str, _Hop] = {}
 _call_ids = itertools.count(1)
 
 Prompt = str | Callable[[str, str], str] | None
@@ -72,12 +98,59 @@ def _tool(via: Any, options: dict[str, Any]) -> CallPeer:
     return tool
 
 
-def _budget(turn: Turn, timeout: float) -> float:
-    """This turn's time for its sub-calls: its own timeout, or half what its caller left it."""
-    inherited = _deadlines.get(turn.session_id) if turn.session_id else None
+def _budget(turn: Turn, timeout: float) -> tuple[float, tuple[str, ...]]:
+    """This turn's time for its sub-calls (its own timeout, or half what its caller left it),
+    and the agents of the delegation so far, this one last."""
+    inherited = _hops.get(turn.session_id) if turn.session_id else None
     if inherited is None:
-        return timeout
-    return min(timeout, (inherited - time.monotonic()) * _KEEP)
+        return timeout, (turn.agent,)
+    left = (inherited.deadline - time.monotonic()) * _KEEP
+    return min(timeout, left), (*inherited.path, turn.agent)
+
+
+def _chain(path: Sequence[str]) -> str:
+    names = [quote_name(n, 80) for n in path]
+    if len(names) > _SHOWN_HOPS:
+        half = _SHOWN_HOPS // 2
+        names = [*names[:half], f"... {len(names) - 2 * half} more ...", *names[-half:]]
+    return " -> ".join(names)
+
+
+def _cycle(path: Sequence[str], asked: str) -> str | None:
+    """The first cycle in the delegation `path` (then `asked`), as `"a" -> "b" -> "a"`."""
+    seen: dict[str, int] = {}
+    for index, agent in enumerate((*path, asked)):
+        if agent in seen:
+            return _chain((*path, asked)[seen[agent] : index + 1])
+        seen[agent] = index
+    return None
+
+
+def _not_asked(tool: str, name: str, path: Sequence[str], budget: float) -> PeerTimeoutError:
+    left = f"{max(budget, 0) * 1000:.1f} ms"
+    cycle = _cycle(path, name)
+    if cycle is not None:
+        return PeerTimeoutError(
+            f"{tool}: peer {quote_name(name)} was not asked: the delegation is a cycle, "
+            f"{cycle}, and {len(path)} hops deep each hop handing on half its time left "
+            f"{left} for this one; break the cycle (have one of its peers answer itself)"
+        )
+    return PeerTimeoutError(
+        f"{tool}: peer {quote_name(name)} was not asked: the delegation {_chain(path)} is "
+        f"{len(path)} hops deep and left {left} for this hop; give the first caller a "
+        "longer timeout, or make the tree shallower"
+    )
+
+
+def _in_cycle(tool: str, name: str, path: Sequence[str], budget: float) -> PeerTimeoutError:
+    cycle = _cycle(path, name)
+    assert cycle is not None
+    return PeerTimeoutError(
+        f"{tool}: peer {quote_name(name)} did not answer within this hop's "
+        f"{budget * 1000:.1f} ms: the delegation is a cycle, {cycle}, and each hop of it "
+        "hands on half its time until one cannot ask; break the cycle (have one of its "
+        "peers answer itself)"
+    )
 
 
 def _prompt_for(prompt: Prompt, turn: Turn, peer: str) -> str:
@@ -92,16 +165,20 @@ def _labelled(labels: Mapping[str, str], have: Mapping[str, str]) -> bool:
     return all(have.get(k, "") == v for k, v in labels.items())
 
 
+def _said(result: CallPeerResult) -> str:
+    # The guide's promise: an answer the byte cap cut never reads as complete.
+    return result.response + (" [truncated]" if result.truncated else "")
+
+
+def _block(peer: str, outcome: CallPeerResult | CallPeerError) -> str:
+    if isinstance(outcome, CallPeerResult):
+        return f"{peer}: {_said(outcome)}"
+    return f"{peer}: failed: {outcome}"
+
+
 def join_answers(gathered: Sequence[tuple[str, CallPeerResult | CallPeerError]]) -> str:
     """The default fan-out answer: one `peer: answer` (or `peer: failed: why`) block each."""
-    blocks = []
-    for peer, outcome in gathered:
-        if isinstance(outcome, CallPeerResult):
-            cut = " [truncated]" if outcome.truncated else ""
-            blocks.append(f"{peer}: {outcome.response}{cut}")
-        else:
-            blocks.append(f"{peer}: failed: {outcome}")
-    return "\n\n".join(blocks)
+    return "\n\n".join(_block(peer, outcome) for peer, outcome in gathered)
 
 
 async def _ask_all(
@@ -110,6 +187,8 @@ async def _ask_all(
     names: Sequence[str],
     prompt: Prompt,
     budget: float,
+    path: tuple[str, ...],
+    fail_fast: bool,
 ) -> list[tuple[str, CallPeerResult | CallPeerError]]:
     ids = {name: f"call-peer-{next(_call_ids)}" for name in names}
     prompts = {name: _prompt_for(prompt, turn, name) for name in names}
@@ -118,18 +197,46 @@ async def _ask_all(
 
     async def ask(name: str) -> CallPeerResult | CallPeerError:
         if budget < _MIN_BUDGET:
-            return PeerTimeoutError(
-                f"{tool.name}: peer {json.dumps(name)} was not asked: the caller's deadline left "
-                f"{max(budget, 0) * 1000:.1f} ms for this hop; give the first caller a longer "
-                "timeout, or break the delegation cycle"
-            )
+            return _not_asked(tool.name, name, path, budget)
         try:
             return await tool.acall(peer=name, prompt=prompts[name])
+        except PeerTimeoutError as exc:
+            # In a cycle the hop's timeout is the halving at work, not a deadline to raise.
+            return _in_cycle(tool.name, name, path, budget) if _cycle(path, name) else exc
         except CallPeerError as exc:
             return exc
 
-    outcomes = await asyncio.gather(*(ask(name) for name in names))
-    gathered = list(zip(names, outcomes, strict=True))
+    tasks = {name: asyncio.ensure_future(ask(name)) for name in names}
+    try:
+        pending = set(tasks.values())
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            if fail_fast and any(isinstance(t.result(), CallPeerError) for t in done):
+                break
+    finally:
+        # fail_fast stops asking the rest; a turn that is itself cancelled stops them all.
+        for task in tasks.values():
+            task.cancel()
+        await asyncio.gather(*tasks.values(), return_exceptions=True)
+    first = next(
+        (
+            n
+            for n, t in tasks.items()
+            if not t.cancelled() and isinstance(t.result(), CallPeerError)
+        ),
+        None,
+    )
+    gathered: list[tuple[str, CallPeerResult | CallPeerError]] = []
+    for name, task in tasks.items():
+        if task.cancelled():
+            outcome: CallPeerResult | CallPeerError = CallPeerError(
+                f"{tool.name}: peer {quote_name(name)} was not waited for: peer "
+                f"{quote_name(first or '?')} failed first, and fail_fast=True stops asking "
+                "the rest"
+            )
+        else:
+            outcome = task.result()
+        gathered.append((name, outcome))
     for name, outcome in gathered:
         if isinstance(outcome, CallPeerResult):
             response = outcome.to_dict()
@@ -159,7 +266,7 @@ def _behaviour(
         )
 
     async def run(turn: Turn) -> None:
-        budget = _budget(turn, timeout)
+        budget, path = _budget(turn, timeout)
         noted: list[str] = []
         started = time.monotonic()
 
@@ -167,7 +274,7 @@ def _behaviour(
             # Before the prompt lands: the callee's turn finds its deadline here.
             if event.kind == "session_opened":
                 key = event.session_id
-                _deadlines[key] = started + budget
+                _hops[key] = _Hop(started + budget, path)
                 noted.append(key)
 
         options: dict[str, Any] = {
@@ -183,18 +290,14 @@ def _behaviour(
         tool = _tool(via, options)
         try:
             names = await choose(turn, tool)
-            gathered = await _ask_all(turn, tool, names, prompt, budget)
+            if isinstance(names, str):  # choose could not list the peers: that is the answer
+                await turn.say(names)
+                return
+            gathered = await _ask_all(turn, tool, names, prompt, budget, path, fail_fast)
         finally:
             for key in noted:
-                _deadlines.pop(key, None)
+                _hops.pop(key, None)
             await tool.aclose()
-        failed = [(n, o) for n, o in gathered if isinstance(o, CallPeerError)]
-        if fail_fast and failed:
-            _, first = failed[0]
-            kind, retryable = "unknown", False
-            if isinstance(first, PeerTurnError):
-                kind, retryable = first.kind, first.retryable
-            await turn.error(kind, str(first), retryable)
         await turn.say(join(gathered))
 
     return run
@@ -216,8 +319,10 @@ def delegate(
     ``prompt`` is what to ask: None forwards the turn's prompt, a str is sent
     as is, a callable gets ``(turn_prompt, peer)``. ``timeout``,
     ``max_response_bytes`` and ``gate`` bound the sub-call as `CallPeer`'s
-    do. A failed sub-call fails the turn with the sub-call's error, which
-    names the peer (its kind when it was the peer's own turn error).
+    do. A failed sub-call is the tool's result, as on a daemon: the turn
+    answers ``peer: failed: <the sub-call's error>`` (the error names the
+    peer, and the peer's turn-error kind when its own turn failed). An
+    answer the byte cap cut ends in `` [truncated]``.
     """
     if not isinstance(peer, str) or not peer.strip():
         raise ValueError(f"delegate: peer must be a peer name, got {peer!r}")
@@ -226,16 +331,15 @@ def delegate(
         return [peer]
 
     def only(gathered: Sequence[tuple[str, CallPeerResult | CallPeerError]]) -> str:
-        outcome = gathered[0][1]
-        assert isinstance(outcome, CallPeerResult)  # a failure failed the turn first
-        return outcome.response
+        ((name, outcome),) = gathered
+        return _said(outcome) if isinstance(outcome, CallPeerResult) else _block(name, outcome)
 
     return _behaviour(
         via,
         choose,
         prompt=prompt,
         join=only,
-        fail_fast=True,
+        fail_fast=False,
         timeout=timeout,
         max_response_bytes=max_response_bytes,
         gate=gate,
@@ -263,10 +367,14 @@ def fan_out(
 
     The peers are ``peers`` (names), or every peer of the directory whose
     labels match ``labels`` (all pairs), never the asking peer itself; at
-    most ``max_peers`` of them (more fails the turn rather than ask a few).
-    ``join`` turns ``[(peer, result or error), ...]`` into the answer
-    (default: `join_answers`, a ``peer: answer`` block each, failures
-    included). With ``fail_fast`` the first failure fails the turn instead.
+    most ``max_peers`` of them (more fails the turn rather than ask a few:
+    that, and no peer to ask, are the only turn-errors). A failed sub-call is
+    a tool result, listed beside the others. ``join`` turns
+    ``[(peer, result or error), ...]`` into the answer (default:
+    `join_answers`, a ``peer: answer`` block each, failures included, a cut
+    answer marked `` [truncated]``). With ``fail_fast`` the first failure
+    stops asking the rest: their calls are cancelled and the turn answers
+    with what it has, the rest listed as not waited for.
     """
     if peers is not None and labels is not None:
         raise ValueError("fan_out: pass peers= (names) or labels= (a filter), not both")
@@ -274,11 +382,16 @@ def fan_out(
         raise ValueError(f"fan_out: max_peers must be a positive int, got {max_peers!r}")
     wanted = dict(labels or {})
 
-    async def choose(turn: Turn, tool: CallPeer) -> list[str]:
+    async def choose(turn: Turn, tool: CallPeer) -> list[str] | str:
         if peers is not None:
             names = sorted(set(peers))
         else:
-            roster = await asyncio.wait_for(tool.directory.peers(), tool.timeout)
+            try:
+                roster = await asyncio.wait_for(tool.directory.peers(), tool.timeout)
+            except (CallPeerError, TimeoutError) as exc:
+                # The tool's own failure, not the turn's: answered, as a sub-call's is.
+                why = str(exc) or f"no roster within {tool.timeout:.3g} s"
+                return f"fan_out: could not list the peers to ask: {why}"
             names = sorted(
                 {p.name for p in roster if p.name != turn.agent and _labelled(wanted, p.labels)}
             )
