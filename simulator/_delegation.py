@@ -128,16 +128,17 @@ def _cycle(path: Sequence[str], asked: str) -> str | None:
 
 def _not_asked(tool: str, name: str, path: Sequence[str], budget: float) -> PeerTimeoutError:
     left = f"{max(budget, 0) * 1000:.1f} ms"
+    deep = f"{len(path)} hop{'' if len(path) == 1 else 's'} deep"
     cycle = _cycle(path, name)
     if cycle is not None:
         return PeerTimeoutError(
             f"{tool}: peer {quote_name(name)} was not asked: the delegation is a cycle, "
-            f"{cycle}, and {len(path)} hops deep each hop handing on half its time left "
+            f"{cycle}, and {deep} with each hop handing on half its time left "
             f"{left} for this one; break the cycle (have one of its peers answer itself)"
         )
     return PeerTimeoutError(
         f"{tool}: peer {quote_name(name)} was not asked: the delegation {_chain(path)} is "
-        f"{len(path)} hops deep and left {left} for this hop; give the first caller a "
+        f"{deep} and left {left} for this hop; give the first caller a "
         "longer timeout, or make the tree shallower"
     )
 

@@ -340,6 +340,28 @@ async def test_a_result_of_a_sub_call_is_the_wire_json_of_call_peer_result() -> 
     assert set(response.response) == {"peer", "session_id", "response", "duration_ms"}
 
 
+async def test_a_hop_left_under_a_millisecond_does_not_dial_and_names_its_cycle() -> None:
+    fleet = Fleet()
+    fleet.add_peer("self", behaviors.delegate("self", via=fleet, timeout=0.0005))
+    fleet.add_peer("lone", behaviors.delegate("other", via=fleet, timeout=0.0005))
+    fleet.add_peer("other", behaviors.echo())
+    async with fleet.call_peer(timeout=5) as tool:
+        looped = await tool.acall(peer="self", prompt="go")
+        alone = await tool.acall(peer="lone", prompt="go")
+    await fleet.aclose()
+    assert looped.response == (
+        'self: failed: call_peer: peer "self" was not asked: the delegation is a cycle, '
+        '"self" -> "self", and 1 hop deep with each hop handing on half its time left 0.5 ms for '
+        "this one; break the cycle (have one of its peers answer itself)"
+    )
+    assert alone.response == (
+        'other: failed: call_peer: peer "other" was not asked: the delegation "lone" is 1 hop '
+        "deep and left 0.5 ms for this hop; give the first caller a longer timeout, or make "
+        "the tree shallower"
+    )
+    assert opened(fleet, "self", "other") == 1  # only the first caller's session on "self"
+
+
 async def test_a_cycle_ends_even_when_the_directory_names_peers_by_other_names() -> None:
     # The deadline follows the callee's session, whatever name the caller knew it by.
     fleet = Fleet()
