@@ -178,3 +178,31 @@ async def test_call_peer_does_not_wait_for_a_retry_after_past_its_deadline() -> 
     assert info.value.retry_after == 6 and info.value.status_code == 429
     assert clock.sleepers == 0
     await fleet.aclose()
+
+
+@pytest.mark.parametrize("spent", [0.0, 1.0])
+async def test_a_retry_after_is_measured_against_what_is_left_of_the_deadline(
+    spent: float,
+) -> None:
+    # 6.5 s in all, a Retry-After of 6 s: it fits a fresh deadline, but not once a slow
+    # gate (any step before the 429) has spent a second of it. Real seconds are spent,
+    # since the deadline is wall-clock; the wait itself is on the FakeClock.
+    clock = FakeClock()
+    fleet = Fleet(clock=clock, session_rate_limit=SessionRateLimit(burst=1))
+    fleet.add_peer("prod-1", behaviors.reply("ok"))
+
+    async def slow_gate(tool: str, peer: str) -> None:
+        await asyncio.sleep(spent)
+
+    tool = fleet.call_peer(timeout=6.5, clock=clock, wait_on_rate_limit=True, gate=slow_gate)
+    await fleet.call_peer(clock=clock).acall(peer="prod-1", prompt="spend the burst")
+    second = asyncio.create_task(tool.acall(peer="prod-1", prompt="two"))
+    if spent:
+        with pytest.raises(PeerRateLimitedError, match="pass the deadline") as info:
+            await asyncio.wait_for(second, 5)
+        assert info.value.retry_after == 6 and clock.sleepers == 0
+    else:
+        await asyncio.wait_for(clock.until_sleeping(), 5)
+        clock.advance(6)
+        assert (await asyncio.wait_for(second, 5)).response == "ok"
+    await fleet.aclose()
