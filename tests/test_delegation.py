@@ -19,7 +19,7 @@ from coreagent_sdk import (
     Peer,
     StaticDirectory,
 )
-from coreagent_sdk.errors import PeerTurnError
+from coreagent_sdk.errors import PeerTimeoutError, PeerTurnError
 from simulator import Fleet, behaviors
 
 from .conftest import Reach, ReachFactory
@@ -152,6 +152,29 @@ async def test_a_cycle_ends_by_itself_within_ten_hops_and_its_answer_names_the_c
     assert 3 <= opened(fleet, "a", "b") <= 11
     assert elapsed < 1.0 + 0.5  # within a's own deadline (plus scheduling slack)
     assert running == {}
+
+
+async def test_a_tree_outlives_a_caller_that_gave_up_and_still_ends_by_its_own_timeout() -> None:
+    # As on daemons, a caller's deadline does not stop the turn it asked for.
+    fleet = Fleet()
+    fleet.add_peer("front", behaviors.delegate("back", via=fleet, timeout=0.6))
+    fleet.add_peer("back", behaviors.never_finish())
+    async with fleet.call_peer(timeout=0.2) as tool:
+        with pytest.raises(PeerTimeoutError):
+            await tool.acall(peer="front", prompt="go")
+    front = fleet.peer("front")
+    assert front._tasks  # the delegating turn goes on after its caller gave up
+    for _ in range(300):  # ... until its own 0.6 s sub-call timeout, then it answers
+        if not front._tasks:
+            break
+        await asyncio.sleep(0.01)
+    assert not front._tasks
+    (session,) = [s for s in front.sessions if s != "default"]
+    events = await agent_events(Reach(fleet, None), "front", session)
+    await fleet.aclose()
+    assert events[-1].text.startswith(
+        'back: failed: call_peer: peer "back" did not finish within 0.6 s'
+    )
 
 
 async def test_a_fan_out_reports_a_failed_peer_beside_the_others_answers() -> None:
