@@ -99,6 +99,22 @@ async def reach(make_reach: ReachFactory) -> Reach:
 # --- answers ------------------------------------------------------------------
 
 
+async def test_narration_without_a_tool_call_is_what_call_peer_reads_as_the_answer() -> None:
+    # What Turn.narrate's docstring says: only narration with tool= lets the turn go on
+    # for a caller; text alone is the answer (callpeer.go `collect`: text and no call).
+    async def talk(turn: Any) -> str:
+        await turn.narrate("checking", tool="kubectl")
+        await turn.narrate("looks fine so far")
+        return "3 nodes ready"
+
+    fleet = Fleet()
+    fleet.add_peer("chatty", behaviors.custom(talk))
+    async with fleet.call_peer(timeout=5) as tool:
+        result = await tool.acall(peer="chatty", prompt="status?")
+    await fleet.aclose()
+    assert result.response == "checking\n\nlooks fine so far"
+
+
 async def test_the_answer_joins_narration_and_the_final_text_without_tool_traffic(reach) -> None:
     result = await reach.call_peer(timeout=10).acall(peer="prod-1", prompt="how is prod-1?")
     assert result.response == "listing nodes\n\nreading events\n\n3 nodes ready, no alerts"

@@ -151,6 +151,22 @@ async def test_the_declared_version_is_read_as_the_daemon_reads_it(
         assert answer.headers["x-attach-protocol-version"] == "1.10.0"
 
 
+async def test_a_declared_version_is_quoted_in_the_400_as_go_percent_q_quotes_it(
+    open_fleet,
+) -> None:
+    """Pins `pkg/attach/protocol.go` `negotiateProtocolVersion`: `malformed protocol version %q`."""
+    reach, http = open_fleet
+    path = await new_session(http, reach.url("prod-1"))
+    for declared, quoted in [
+        ("one\u2028two\u202e\x7f", '"one\\u2028two\\u202e\\x7f"'),
+        ("x" * 5000, '"' + "x" * 198 + '"... (cut: 5000 characters, the first 198 shown)'),
+    ]:
+        async with http.stream("GET", f"{path}/events", params={"protocol": declared}) as answer:
+            assert answer.status_code == 400
+            body = (await answer.aread()).decode()
+        assert body.startswith(f"malformed protocol version {quoted} (expected semver like ")
+
+
 async def test_an_unknown_session_is_404_whatever_version_is_declared(open_fleet) -> None:
     """Pins `pkg/attach/handlers.go` `streamEvents`: negotiation runs after the lookup."""
     reach, http = open_fleet
@@ -455,6 +471,24 @@ async def test_an_idle_session_is_evicted_and_a_running_turn_keeps_its_own() -> 
         assert (await http.delete(stuck, headers=JSON)).status_code == 204
         assert list(fleet.peer("stuck").sessions) == ["default"]
         assert not fleet.peer("stuck")._tasks
+    await fleet.aclose()
+
+
+async def test_a_session_idle_exactly_the_timeout_is_kept_and_evicted_just_after() -> None:
+    """Pins `pkg/attach/registry.go` `SessionRegistry.EvictBefore(now - idleAfter)`: an
+    entry is evicted when last touched strictly before the cutoff."""
+    clock = FakeClock()
+    fleet = Fleet(clock=clock, session_idle_timeout=60)
+    fleet.add_peer("quick")
+    async with httpx.AsyncClient(transport=fleet.transport) as http:
+        quick = await new_session(http, fleet.url("quick"))
+        sid = quick.rsplit("/", 1)[1]
+        clock.advance(60)
+        assert (await http.get(f"{fleet.url('quick')}/sessions")).status_code == 200
+        assert sid in fleet.peer("quick").sessions
+        clock.advance(0.001)
+        assert (await http.get(f"{fleet.url('quick')}/sessions")).status_code == 200
+        assert sid not in fleet.peer("quick").sessions
     await fleet.aclose()
 
 

@@ -122,7 +122,13 @@ class Turn:
     async def narrate(
         self, text: str, tool: str | None = None, args: dict[str, Any] | None = None
     ) -> None:
-        """Narration, optionally with a tool call in the same event (it does not end the turn)."""
+        """Narration; with `tool=`, a tool call in the same event, and the turn goes on.
+
+        Without `tool=` this is a text-only model event, which is what
+        `call_peer` (like the daemon's own `collect`) reads as the turn's
+        answer: a caller stops reading there, even though the behaviour may go
+        on. Narrate mid-turn with `tool=`; end with `say`.
+        """
         parts = [Part(text=text)]
         if tool is not None:
             parts.append(Part(function_call=FunctionCall(name=tool, args=args or {})))

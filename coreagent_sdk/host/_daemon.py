@@ -31,6 +31,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._clock import Clock, SystemClock
+from .._quote import go_quote
 from .._tracing import picked_headers, turn_span
 from .._wire import PROTOCOL_VERSION, AgentEvent, AgentFrame, Content, Part, encode_sse
 from ._agents import Agent, Turn, TurnAbandoned, TurnFailed, echo
@@ -402,7 +403,9 @@ def negotiate_version(request: Request) -> Response | None:
 
 
 def _q(value: str) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    # Go's %q as the daemon's messages use it (JSON left U+2028, U+202E, DEL raw), cut:
+    # what a client declared is not ours to echo whole.
+    return go_quote(value)
 
 
 async def read_capped(request: Request, limit: int) -> bytes | Response:
@@ -621,7 +624,9 @@ class AgentHost:
         for sid, session in self.sessions.items():
             if sid == STARTUP_SESSION or session.busy or session.inbox:
                 continue
-            if now - session.last_touched >= timeout:
+            # Strictly past the timeout, as the daemon's `EvictBefore(now - idleAfter)`
+            # evicts only what was last touched before the cutoff.
+            if now - session.last_touched > timeout:
                 gone.append(sid)
             else:
                 oldest = min(oldest, session.last_touched)
