@@ -38,6 +38,7 @@ import attrs
 import httpx
 
 from . import _display, _tracing
+from ._asyncio_only import require_asyncio
 from ._client import MULTI_SESSION_HINT, AttachClient
 from ._clock import Clock, SystemClock
 from ._deadline import governed, within
@@ -430,6 +431,7 @@ class CallPeer:
 
     async def acall(self, peer: str, prompt: str) -> CallPeerResult:
         """Ask `peer` to answer `prompt`; see the class and module docs for the rules."""
+        require_asyncio(self.name)
         call = _Call(peer if isinstance(peer, str) else "")
         span = _tracing.call_span(self.name, call.peer)  # None without OpenTelemetry
         if span is None:

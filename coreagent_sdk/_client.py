@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from . import _tracing
+from ._asyncio_only import require_asyncio
 from ._deadline import DEFAULT_REQUEST_TIMEOUT, NO_HTTPX_TIMEOUT, outer_deadline, within
 from ._endpoint import checked_base_url, endpoint_problem, shown_url
 from ._http import make_http_client, read_json, status_error, transport_failure
@@ -32,7 +33,13 @@ from ._wire import (
     WhoAmI,
     checked_segment,
 )
-from .errors import CoreAgentError, ProtocolError, RequestTimeoutError, TransportFailure
+from .errors import (
+    AsyncLibraryError,
+    CoreAgentError,
+    ProtocolError,
+    RequestTimeoutError,
+    TransportFailure,
+)
 
 __all__ = ["AttachClient", "MULTI_SESSION_HINT"]
 
@@ -227,6 +234,11 @@ class AttachClient:
 
     async def _bounded(self, coro: Coroutine[Any, Any, T], what: str) -> T:
         """`await coro` within this client's deadline (none when a caller's already governs)."""
+        try:
+            require_asyncio("attach")
+        except AsyncLibraryError:
+            coro.close()  # never awaited: closed here so no warning follows the error
+            raise
         if self.timeout is None or outer_deadline():
             return await coro
         try:

@@ -11,6 +11,7 @@ import attrs
 import httpx
 
 from . import _display
+from ._asyncio_only import require_asyncio
 from ._client import AttachClient
 from ._deadline import DEFAULT_REQUEST_TIMEOUT, governed, outer_deadline, within
 from ._endpoint import checked_base_url, shown_url
@@ -242,6 +243,7 @@ class HubDirectory:
         return (await self._answer()).get(name)
 
     async def _answer(self) -> _Answer:
+        require_asyncio("directory")
         token = self._token
         if self._token_env is not None:
             token = read_token(self._token_env, self._environ, "directory")

@@ -35,6 +35,7 @@ that raised it and says what to do about it::
     │   ├── PeerTimeoutError          (also TimeoutError) the call's deadline passed
     │   └── StreamEndedError          the event stream closed before the turn ended
     ├── RegistrationError             PeerRegistration could not join the hub
+    ├── AsyncLibraryError             (also RuntimeError) an async call made under trio, not asyncio
     └── RuntimeCacheError
         └── CacheClosedError          the cache was closed while a build was in flight
 
@@ -51,6 +52,7 @@ from ._scrub import scrub
 __all__ = [
     "APIStatusError",
     "ASGIAppError",
+    "AsyncLibraryError",
     "AuthenticationError",
     "BadRequestError",
     "CacheClosedError",
@@ -308,6 +310,14 @@ class PeerTimeoutError(CallPeerError, TimeoutError):
 
 class StreamEndedError(CallPeerError):
     """The peer closed the event stream before its turn ended."""
+
+
+class AsyncLibraryError(CoreAgentError, RuntimeError):
+    """An async call ran under another async library (trio): coreagent-sdk needs asyncio.
+
+    The message names the library that runs and the fix (with anyio's pytest
+    plugin: an ``anyio_backend`` fixture returning ``"asyncio"``).
+    """
 
 
 class RegistrationError(CoreAgentError):

@@ -176,3 +176,37 @@ def test_a_fixture_fleet_served_and_left_open_is_closed_at_teardown(
     assert "SystemError" not in output
     result.assert_outcomes(passed=4)
     assert result.ret == 0
+
+
+ANYIO_TESTS = """
+import pytest
+from simulator import behaviors
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request):
+    return request.param
+
+
+@pytest.mark.anyio
+async def test_delegates(fleet):
+    fleet.add_peer("p", behaviors.echo())
+    assert (await fleet.call_peer(timeout=5).acall(peer="p", prompt="x")).response == "x"
+"""
+
+
+def test_under_anyios_trio_backend_a_call_says_the_sdk_needs_asyncio_with_the_fix(
+    pytester: pytest.Pytester,
+) -> None:
+    pytest.importorskip("trio")
+    pytester.makepyfile(test_anyio=ANYIO_TESTS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:asyncio")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_delegates?trio?*",
+            "*AsyncLibraryError: call_peer: coreagent-sdk needs asyncio, but this code runs under"
+            " 'trio'*def anyio_backend(): return 'asyncio'*",
+        ]
+    )
+    assert "no running event loop" not in result.stdout.str()
