@@ -24,6 +24,7 @@ Properties held by construction, and why each matters:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import fnmatch
 import inspect
 import itertools
@@ -233,6 +234,34 @@ class AllowList:
 
 _call_ids = itertools.count(1)
 
+# The event loop a sync call's caller was running (None: plain sync code, or an awaited
+# call). That loop can run nothing until the call returns, so a peer waiting on it (a
+# task an async test scheduled) can never finish: a timeout then names it, rather than
+# advising a longer timeout. Context variables follow the call onto the loop it runs on.
+_blocked_loop: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
+    "coreagent_blocked_loop", default=None
+)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _timeout_advice() -> str:
+    """What to do about a timeout: a longer one, unless the caller's own loop was blocked."""
+    blocked = _blocked_loop.get()
+    if blocked is None:
+        return f"Ask for less, or raise timeout= (at most {MAX_TIMEOUT:g})"
+    return (
+        f"This sync call was made on a running event loop ({type(blocked).__name__} at "
+        f"{id(blocked):#x}), which could run nothing until the call returned: if the peer "
+        "waited on that loop (a task your async test scheduled, a server on it), no timeout "
+        "is long enough. `await tool.acall(...)` there instead of calling the tool"
+    )
+
 
 class _Call:
     """What one call knows so far, for errors and events."""
@@ -407,7 +436,11 @@ class CallPeer:
         Inside a running loop the caller's loop waits for the call; ``await
         acall(...)`` there instead to keep that loop's other tasks running.
         """
-        return run_sync(self._acall_and_release(peer, prompt))
+        marked = _blocked_loop.set(_running_loop())
+        try:
+            return run_sync(self._acall_and_release(peer, prompt))
+        finally:
+            _blocked_loop.reset(marked)
 
     async def _acall_and_release(self, peer: str, prompt: str) -> CallPeerResult:
         # The loop made for one sync call dies with it: release its connections on it
@@ -458,9 +491,8 @@ class CallPeer:
                 where = f" (session {call.session_id})" if call.session_id else ""
                 raise PeerTimeoutError(
                     f"{self.name}: peer {_q(peer)} did not finish within "
-                    f"{self.timeout:.3g} s{where}; "
-                    "no partial answer is returned. Ask for less, or raise timeout= "
-                    f"(at most {MAX_TIMEOUT:g})"
+                    f"{self.timeout:.3g} s{where}; no partial answer is returned. "
+                    + _timeout_advice()
                 ) from None
         except CallPeerError as exc:
             self._emit("failed", call, error=str(exc), error_type=type(exc).__name__)

@@ -37,7 +37,7 @@ from coreagent_sdk.errors import (
     TransportFailure,
     UnknownPeerError,
 )
-from simulator import Fleet, behaviors
+from simulator import Fleet, Turn, behaviors
 
 from .conftest import Reach, ReachFactory
 
@@ -334,6 +334,44 @@ async def test_every_exported_turn_error_kind_comes_through_and_any_other_reads_
     assert info.value.kind == (sent if sent in TURN_ERROR_KINDS else "unknown")
     assert "unknown" in TURN_ERROR_KINDS and "rate_limited" in TURN_ERROR_KINDS
     await fleet.aclose()
+
+
+def waits_for(released: list[bool]) -> behaviors.Behavior:
+    """A peer that answers once `released` holds something (polled for at most 3 s)."""
+
+    async def run(turn: Turn) -> None:
+        for _ in range(300):  # bounded: 3 s at most
+            if released:
+                break
+            await asyncio.sleep(0.01)
+        await turn.say("released" if released else "never released")
+
+    return run
+
+
+async def test_a_sync_call_timing_out_on_a_blocked_test_loop_names_that_loop() -> None:
+    fleet = Fleet()
+    released: list[bool] = []
+    fleet.add_peer("p", waits_for(released))
+    loop = asyncio.get_running_loop()
+    loop.call_soon(released.append, True)  # what the test's loop would do, if it could run
+    with pytest.raises(PeerTimeoutError) as info:
+        fleet.call_peer(timeout=0.3)(peer="p", prompt="go")
+    message = str(info.value)
+    assert f"running event loop ({type(loop).__name__} at {id(loop):#x})" in message
+    assert "await tool.acall(...)" in message and "raise timeout=" not in message
+    # Awaited, the same call finishes: the loop ran the release.
+    assert (await fleet.call_peer(timeout=5).acall(peer="p", prompt="go")).response == "released"
+    await fleet.aclose()
+
+
+def test_a_sync_call_timing_out_in_plain_sync_code_still_advises_a_longer_timeout() -> None:
+    fleet = Fleet()
+    fleet.add_peer("p", behaviors.never_finish())
+    with pytest.raises(PeerTimeoutError) as info:
+        fleet.call_peer(timeout=0.2)(peer="p", prompt="go")
+    assert "raise timeout=" in str(info.value) and "event loop" not in str(info.value)
+    fleet.close()
 
 
 async def test_the_deadline_covers_the_whole_call_and_returns_nothing_partial(reach) -> None:
