@@ -343,6 +343,24 @@ class Fleet:
         self._member(name, "revive")
         self._register(name)
 
+    def reset(self) -> None:
+        """Undo what a test did to a shared fleet: faults healed, leases back, turns stopped.
+
+        For a fleet that outlives one test (a module- or session-scoped
+        fixture): every daemon's `Faults` is cleared, every fleet peer that is
+        not registered (expired, lapsed, removed from the hub) registers again
+        as `revive` does, and running turns are cancelled. Peers, their
+        behaviours and the clock's time stay as they are.
+        """
+        for name in self.daemons:
+            self.faults(name).clear()
+        for daemon in self.daemons.values():
+            _cancel(daemon)
+        for name in self._members:
+            entry = self.registry.lookup(name)
+            if entry is None or entry.endpoint not in self._own_endpoints(name):
+                self._register(name)
+
     def remove_peer(self, name: str) -> None:
         """Deregister a fleet peer, stop its daemon (and its socket, if served), forget it."""
         self._member(name, "remove")

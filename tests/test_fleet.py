@@ -12,8 +12,13 @@ import httpx
 import pytest
 
 from coreagent_sdk import FakeClock
-from coreagent_sdk.errors import DirectoryError, PeerRateLimitedError, UnknownPeerError
-from simulator import MAX_TTL, Fleet, SessionRateLimit, behaviors
+from coreagent_sdk.errors import (
+    DirectoryError,
+    PeerRateLimitedError,
+    PeerTimeoutError,
+    UnknownPeerError,
+)
+from simulator import MAX_TTL, Faults, Fleet, SessionRateLimit, Turn, behaviors
 
 
 def stamp(text: str) -> float:
@@ -178,6 +183,44 @@ def test_the_fleets_clock_is_read_only_and_the_error_says_where_to_pass_one() ->
     assert fleet.clock is before
     clock = FakeClock()
     assert Fleet(clock=clock).clock is clock
+
+
+async def test_reset_heals_faults_brings_leases_back_and_stops_turns(clocked) -> None:
+    fleet, clock = clocked
+    fleet.add_peer("mute", behaviors.reply("ok"), ttl=20, heartbeat=False)
+    stopped: list[str] = []
+
+    async def hangs(turn: Turn) -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            stopped.append(turn.prompt)
+
+    fleet.add_peer("stuck", hangs)
+    tool = fleet.call_peer(timeout=0.3)
+    fleet.faults("prod-1").error_status = 503
+    fleet.faults("hub").latency = 0.01
+    expired_id = fleet.registry.lookup("prod-2").registration_id
+    fleet.expire("prod-2")
+    clock.advance(21)  # mute's lease lapses
+    with pytest.raises(PeerTimeoutError):
+        await tool.acall(peer="stuck", prompt="hang")
+    assert stopped == []
+    assert sorted(await listed(fleet)) == ["prod-1", "stuck"]
+
+    fleet.reset()
+
+    for _ in range(100):  # the cancelled turn stops within a few loop turns (bounded)
+        if stopped:
+            break
+        await asyncio.sleep(0.01)
+    assert stopped == ["hang"]
+    assert fleet.faults("prod-1") == Faults() and fleet.faults("hub") == Faults()
+    assert sorted(await listed(fleet)) == ["mute", "prod-1", "prod-2", "stuck"]
+    assert fleet.registry.lookup("prod-2").registration_id != expired_id
+    assert (await tool.acall(peer="prod-1", prompt="healed?")).response == "ok"
+    clock.advance(3600)  # heartbeating peers stay; mute never heartbeats, as before
+    assert sorted(await listed(fleet)) == ["prod-1", "prod-2", "stuck"]
 
 
 # --- served ------------------------------------------------------------------

@@ -210,3 +210,55 @@ def test_under_anyios_trio_backend_a_call_says_the_sdk_needs_asyncio_with_the_fi
         ]
     )
     assert "no running event loop" not in result.stdout.str()
+
+
+# The testing guide's recipe: one fleet for a module, reset before each test. The tests
+# break it in a fixed order, and the last one finds it whole.
+SHARED_TESTS = """
+import pytest
+from coreagent_sdk import FakeClock
+from coreagent_sdk.errors import PeerRequestError
+from simulator import Fleet, behaviors
+
+built = []
+
+
+@pytest.fixture(scope="module")
+def shared_fleet():
+    fleet = Fleet(clock=FakeClock())
+    fleet.add_peer("a", behaviors.reply("a ok"))
+    fleet.add_peer("b", behaviors.reply("b ok"))
+    built.append(fleet)
+    yield fleet
+    fleet.close()
+
+
+@pytest.fixture
+def fleet(shared_fleet):
+    shared_fleet.reset()
+    return shared_fleet
+
+
+def test_breaks_a(fleet):
+    fleet.faults("a").error_status = 503
+    with pytest.raises(PeerRequestError):
+        fleet.call_peer(timeout=5)(peer="a", prompt="x")
+
+
+def test_expires_b(fleet):
+    assert fleet.expire("b") is True
+
+
+def test_finds_the_fleet_whole(fleet):
+    tool = fleet.call_peer(timeout=5)
+    assert [tool(peer=p, prompt="x").response for p in ("a", "b")] == ["a ok", "b ok"]
+    assert len(built) == 1
+"""
+
+
+def test_the_guides_module_scoped_fleet_is_whole_again_in_every_test(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_shared=SHARED_TESTS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
