@@ -25,6 +25,7 @@ def require_asyncio(component: str) -> None:
     Sync code (no async library at all) passes: whatever it calls reports that
     itself. The check costs one lookup of the running loop on asyncio.
     """
+    __tracebackhide__ = True  # pytest shows the caller's line, not this check's source
     try:
         asyncio.get_running_loop()
     except RuntimeError:
