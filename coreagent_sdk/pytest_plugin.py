@@ -15,6 +15,9 @@ Configuration, the pytest way:
   (the class) gives each test a fresh clock; an instance is shared.
 - ``fleet_factory(**options)`` makes as many fleets as a test needs, each
   closed at teardown.
+
+With ``raise_behavior_errors=True`` (marker or factory), an exception raised
+inside a behaviour is re-raised, with its traceback, at the test's teardown.
 """
 
 from __future__ import annotations
@@ -98,8 +101,16 @@ def fleet_factory() -> Iterator[Callable[..., Any]]:
     try:
         yield make
     finally:
+        # Every fleet is closed even when one re-raises a behaviour's exception (the first
+        # such exception is re-raised once all are closed).
+        failure: BaseException | None = None
         for built in reversed(made):
-            built.close()
+            try:
+                built.close()
+            except Exception as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import math
 import re
 import socket
@@ -131,6 +132,13 @@ class Fleet:
     and heartbeats over HTTP, as a daemon does, and deregisters when the
     fleet stops. A fleet bigger than one process is several processes joining
     one hub. Add the peers before `serve()`.
+
+    An exception raised inside a behaviour becomes the peer's turn error
+    (kind "unknown"), as on a daemon, and its traceback stays in the peer.
+    ``raise_behavior_errors=True`` (for tests) also keeps each such exception
+    in `behavior_errors` and re-raises the first, with its traceback, from
+    `check_behaviors()`, which `close()` and `aclose()` call (the `fleet`
+    fixture's teardown, so a buggy behaviour cannot pass a test quietly).
     """
 
     def __init__(
@@ -143,6 +151,7 @@ class Fleet:
         session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT,
         refuse_foreign_reregistration: bool = False,
         hub: str | None = None,
+        raise_behavior_errors: bool = False,
     ) -> None:
         # Checked first: a value the daemons cannot use made every peer answer 500.
         limit = _rate_limit(session_rate_limit, "Fleet()", SessionRateLimit())
@@ -162,6 +171,9 @@ class Fleet:
         self.transport = RoutingTransport()
         self.daemons: dict[str, Daemon] = {}
         self._faults: dict[str, Faults] = {}
+        self.raise_behavior_errors = bool(raise_behavior_errors)
+        # What behaviours raised since the last check_behaviors() (kept only when asked to).
+        self.behavior_errors: list[Exception] = []
         self.hub = self._daemon(
             _HUB,
             registry=self.registry,
@@ -215,7 +227,27 @@ class Fleet:
     def _daemon(self, name: str, **options: Any) -> Daemon:
         """A daemon on the agent host, with its own mutable `Faults` in front of it."""
         faults = self._faults[name] = Faults()
+        if self.raise_behavior_errors:
+            options["on_agent_error"] = functools.partial(self._behavior_failed, name)
         return Daemon(name, stream_hook=faults, middleware=faults.wrap, **options)
+
+    def _behavior_failed(self, name: str, exc: Exception) -> None:
+        if hasattr(exc, "add_note"):  # Python 3.11+: say where it happened, under the traceback
+            exc.add_note(
+                f"simulator: raised by the behaviour of peer {name!r}; its caller got a "
+                "turn error of kind 'unknown' (Fleet(raise_behavior_errors=True) re-raised it)"
+            )
+        self.behavior_errors.append(exc)
+
+    def check_behaviors(self) -> None:
+        """Re-raise the first exception a behaviour raised since the last check, and forget them.
+
+        Only with ``raise_behavior_errors=True`` is anything kept. `close()`
+        and `aclose()` call this once the fleet is closed.
+        """
+        errors, self.behavior_errors = self.behavior_errors, []
+        if errors:
+            raise errors[0]
 
     def _mount(self, name: str, daemon: Daemon) -> None:
         self.daemons[name] = daemon
@@ -349,9 +381,11 @@ class Fleet:
         For a fleet that outlives one test (a module- or session-scoped
         fixture): every daemon's `Faults` is cleared, every fleet peer that is
         not registered (expired, lapsed, removed from the hub) registers again
-        as `revive` does, and running turns are cancelled. Peers, their
-        behaviours and the clock's time stay as they are.
+        as `revive` does, running turns are cancelled, and what behaviours
+        raised is forgotten (call `check_behaviors()` at each test's teardown
+        to see it). Peers, their behaviours and the clock's time stay as they are.
         """
+        self.behavior_errors = []
         for name in self.daemons:
             self.faults(name).clear()
         for daemon in self.daemons.values():
@@ -442,6 +476,7 @@ class Fleet:
             await self._served.aclose()
         for daemon in self.daemons.values():
             await daemon.aclose()
+        self.check_behaviors()
 
     def close(self) -> None:
         """Synchronous cleanup (for sync fixtures): cancel running turns, stop the servers.
@@ -451,6 +486,10 @@ class Fleet:
         async test's loop before a sync fixture's teardown) has stopped its servers as
         it cancelled them; their listening sockets are closed here in any case.
         """
+        self._close()
+        self.check_behaviors()
+
+    def _close(self) -> None:
         served = self._served
         loop = served._loop if served is not None else None
         try:
@@ -460,7 +499,7 @@ class Fleet:
         else:
             here = True  # sync code under a running loop: no loop can be run from here
         if loop is not None and not here and not loop.is_closed() and not loop.is_running():
-            loop.run_until_complete(self.aclose())
+            loop.run_until_complete(self.aclose())  # aclose checks the behaviours too
             return
         if served is not None and (loop is None or loop.is_closed()):
             for sock in served._sockets:

@@ -16,6 +16,7 @@ from coreagent_sdk.errors import (
     DirectoryError,
     PeerRateLimitedError,
     PeerTimeoutError,
+    PeerTurnError,
     UnknownPeerError,
 )
 from simulator import MAX_TTL, Faults, Fleet, SessionRateLimit, Turn, behaviors
@@ -221,6 +222,59 @@ async def test_reset_heals_faults_brings_leases_back_and_stops_turns(clocked) ->
     assert (await tool.acall(peer="prod-1", prompt="healed?")).response == "ok"
     clock.advance(3600)  # heartbeating peers stay; mute never heartbeats, as before
     assert sorted(await listed(fleet)) == ["prod-1", "prod-2", "stuck"]
+
+
+def parse_load(text: str) -> float:
+    """A buggy helper a behaviour uses: "load=0.5" -> 0.5, but it divides by zero."""
+    return float(text.split("=")[1]) / 0
+
+
+async def escalates_on_high_load(turn: Turn) -> None:
+    if parse_load("load=0.5") > 0.9:
+        await turn.error("rate_limited", "too busy")
+    await turn.say("fine")
+
+
+async def test_a_behaviours_exception_is_a_turn_error_and_is_re_raised_at_close() -> None:
+    fleet = Fleet(raise_behavior_errors=True)
+    fleet.add_peer("p", escalates_on_high_load)
+    fleet.add_peer("q", behaviors.fail(kind="rate_limited"))  # an intended turn error
+    tool = fleet.call_peer(timeout=5)
+    with pytest.raises(PeerTurnError) as info:
+        await tool.acall(peer="p", prompt="load?")
+    assert info.value.kind == "unknown" and "ZeroDivisionError" in info.value.message
+    with pytest.raises(PeerTurnError):
+        await tool.acall(peer="q", prompt="x")
+    assert [type(e) for e in fleet.behavior_errors] == [ZeroDivisionError]
+    with pytest.raises(ZeroDivisionError) as raised:
+        await fleet.aclose()
+    frames = [entry.name for entry in raised.traceback]
+    assert frames[-2:] == ["escalates_on_high_load", "parse_load"]
+    await fleet.aclose()  # raised once: what was raised is forgotten
+
+
+def test_without_the_option_a_behaviours_exception_stays_a_turn_error_only() -> None:
+    fleet = Fleet()
+    fleet.add_peer("p", escalates_on_high_load)
+    with pytest.raises(PeerTurnError, match="ZeroDivisionError"):
+        fleet.call_peer(timeout=5)(peer="p", prompt="load?")
+    assert fleet.behavior_errors == []
+    fleet.close()  # nothing re-raised
+
+
+def test_closing_a_fleet_from_sync_code_re_raises_a_behaviours_exception() -> None:
+    fleet = Fleet(raise_behavior_errors=True)
+    fleet.add_peer("p", escalates_on_high_load)
+    with pytest.raises(PeerTurnError):
+        fleet.call_peer(timeout=5)(peer="p", prompt="load?")
+    with pytest.raises(ZeroDivisionError):
+        fleet.close()
+    with pytest.raises(PeerTurnError):
+        fleet.call_peer(timeout=5)(peer="p", prompt="again")
+    assert len(fleet.behavior_errors) == 1
+    fleet.reset()  # a shared fleet forgets them between tests
+    assert fleet.behavior_errors == []
+    fleet.close()
 
 
 # --- served ------------------------------------------------------------------

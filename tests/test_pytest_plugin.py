@@ -262,3 +262,51 @@ def test_the_guides_module_scoped_fleet_is_whole_again_in_every_test(
     pytester.makepyfile(test_shared=SHARED_TESTS)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
+
+
+# A buggy helper inside a behaviour: without the option the "escalates" test passes for the
+# wrong reason; with it, the test errors at teardown with the helper's traceback.
+BUGGY_BEHAVIOUR_TESTS = """
+import pytest
+from coreagent_sdk.errors import PeerTurnError
+
+
+def parse_load(text):
+    return float(text.split("=")[1]) / 0  # the bug
+
+
+async def escalates_on_high_load(turn):
+    if parse_load("load=0.95") > 0.9:
+        await turn.error("rate_limited", "too busy")
+    await turn.say("fine")
+
+
+def test_quietly_passes(fleet):
+    fleet.add_peer("p", escalates_on_high_load)
+    with pytest.raises(PeerTurnError):
+        fleet.call_peer(timeout=5)(peer="p", prompt="load?")
+
+
+@pytest.mark.fleet(raise_behavior_errors=True)
+def test_caught(fleet):
+    fleet.add_peer("p", escalates_on_high_load)
+    with pytest.raises(PeerTurnError):
+        fleet.call_peer(timeout=5)(peer="p", prompt="load?")
+"""
+
+
+def test_raise_behavior_errors_turns_a_quiet_pass_into_an_error_with_the_traceback(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_buggy=BUGGY_BEHAVIOUR_TESTS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_caught*",
+            "*async def escalates_on_high_load(turn):*",
+            "*def parse_load(text):*",
+            "E*ZeroDivisionError: float division by zero",
+        ]
+    )
+    assert "teardown of test_quietly_passes" not in result.stdout.str()

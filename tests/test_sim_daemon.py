@@ -569,3 +569,30 @@ def test_a_daemon_refuses_a_session_rate_limit_it_could_not_apply(bad: object) -
 
     with pytest.raises(ValueError, match=r"SessionRateLimit\(\.\.\.\) or None"):
         Daemon("p", session_rate_limit=bad)  # type: ignore[arg-type]
+
+
+async def test_an_agent_host_hands_an_agents_exception_to_on_agent_error_not_a_turn_error() -> None:
+    from coreagent_sdk import ASGITransport, CallPeer, Peer, RoutingTransport, StaticDirectory
+    from coreagent_sdk.errors import PeerTurnError
+    from coreagent_sdk.host import AgentHost
+
+    seen: list[Exception] = []
+
+    async def agent(turn: Any) -> None:
+        if turn.prompt == "refuse":
+            await turn.error("rate_limited", "busy")  # intended: not the hook's business
+        raise KeyError("missing")
+
+    host = AgentHost("solo", behavior=agent, on_agent_error=seen.append)
+    routes = RoutingTransport()
+    routes.mount("solo.test", ASGITransport(host.app))
+    tool = CallPeer(
+        StaticDirectory([Peer("solo", "http://solo.test")]), transport=routes, timeout=5
+    )
+    with pytest.raises(PeerTurnError, match="KeyError"):
+        await tool.acall(peer="solo", prompt="work")
+    with pytest.raises(PeerTurnError, match="busy"):
+        await tool.acall(peer="solo", prompt="refuse")
+    assert [type(e) for e in seen] == [KeyError]
+    await tool.aclose()
+    await host.aclose()

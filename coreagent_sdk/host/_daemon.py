@@ -220,6 +220,8 @@ class _Session:
                 "turn-error",
                 {"kind": "unknown", "message": f"behaviour raised {exc!r}", "retryable": False},
             )
+            if self.daemon.on_agent_error is not None:
+                self.daemon.on_agent_error(exc)
             return
         tokens_in = max(1, len(prompt) // 4)
         self.tokens_in += tokens_in
@@ -465,7 +467,11 @@ class AgentHost:
     0 disables). ``refuse_foreign_reregistration`` makes a hub refuse (403) a
     registration of a name another identity owns; a real hub does not.
     ``stream_hook`` sees every event stream's frames and ``middleware`` wraps
-    the ASGI app (the simulator's faults use both).
+    the ASGI app (the simulator's faults use both). ``on_agent_error`` is
+    called with an exception the agent raised (not `Turn.error`), once its
+    turn-error (kind "unknown") is sent: the caller never sees the traceback,
+    so a host logs it there, and the simulator's ``raise_behavior_errors``
+    re-raises it in the test.
     """
 
     def __init__(
@@ -485,6 +491,7 @@ class AgentHost:
         refuse_foreign_reregistration: bool = False,
         stream_hook: StreamHook | None = None,
         middleware: Callable[[ASGIApp], ASGIApp] | None = None,
+        on_agent_error: Callable[[Exception], None] | None = None,
     ) -> None:
         if (
             isinstance(session_idle_timeout, bool)
@@ -509,6 +516,7 @@ class AgentHost:
         self.registry = registry
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.stream_hook = stream_hook
+        self.on_agent_error = on_agent_error
         self.app_name = app_name
         self.model = model
         self.provider = provider
