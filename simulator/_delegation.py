@@ -171,14 +171,26 @@ def _said(result: CallPeerResult) -> str:
     return result.response + (" [truncated]" if result.truncated else "")
 
 
+def _label(peer: str) -> str:
+    # A name a hub listed is hostile: one with a line break could forge another block.
+    # Plain names stay bare; any other is quoted (and cut) as the daemon's %q would.
+    quoted = quote_name(peer)
+    return peer if quoted == f'"{peer}"' and ": " not in peer else quoted
+
+
 def _block(peer: str, outcome: CallPeerResult | CallPeerError) -> str:
     if isinstance(outcome, CallPeerResult):
-        return f"{peer}: {_said(outcome)}"
-    return f"{peer}: failed: {outcome}"
+        return f"{_label(peer)}: {_said(outcome)}"
+    return f"{_label(peer)}: failed: {outcome}"
 
 
 def join_answers(gathered: Sequence[tuple[str, CallPeerResult | CallPeerError]]) -> str:
-    """The default fan-out answer: one `peer: answer` (or `peer: failed: why`) block each."""
+    """The default fan-out answer: one `peer: answer` (or `peer: failed: why`) block each.
+
+    A name that is not plain text (a line break, a control, ``": "``, over 200
+    characters) is quoted as the daemon's ``%q`` quotes it, so no name can
+    forge a block of its own.
+    """
     return "\n\n".join(_block(peer, outcome) for peer, outcome in gathered)
 
 
