@@ -244,6 +244,10 @@ def checked_segment(value: str, what: str) -> str:
     return value
 
 
+def _scrub_opt(value: str | None) -> str | None:
+    return None if value is None else scrub(value)
+
+
 def _put(out: dict[str, Any], key: str, value: Any) -> None:
     if value is not None:
         out[key] = value
@@ -303,9 +307,10 @@ class SessionCreated:
         d = _obj(d, "session")
         return cls(
             app=checked_segment(_req_str(d, "app", "session"), "the session's app"),
-            user=_str(d, "user", "session"),
+            # What the server chose is kept scrubbed (ids that go into URLs are refused).
+            user=scrub(_str(d, "user", "session")),
             session_id=checked_segment(_req_str(d, "sessionID", "session"), "the session id"),
-            url=_str(d, "url", "session"),
+            url=scrub(_str(d, "url", "session")),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -386,11 +391,11 @@ class InjectResult:
         k = "inject answer"
         d = _obj(d, k)
         return cls(
-            injected=_str(d, "injected", k),
-            session=_req_str(d, "session", k),
+            injected=scrub(_str(d, "injected", k)),
+            session=scrub(_req_str(d, "session", k)),
             # A daemon that predates `wake` leaves `woke` out and always wakes.
             woke=_bool(d, "woke", k, True),
-            prompt_id=_opt_str(d, "prompt_id", k),
+            prompt_id=_scrub_opt(_opt_str(d, "prompt_id", k)),
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -198,3 +198,25 @@ print("clean")
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "clean"
+
+
+async def test_no_span_attribute_carries_a_token_a_peer_chose_as_its_session_id(
+    spans: InMemorySpanExporter,
+) -> None:
+    """Issue 16 item 1: the id is refused before `gen_ai.conversation.id` could hold it."""
+    from coreagent_sdk import CallPeer
+    from coreagent_sdk.errors import PeerRequestError
+
+    from .canary import CANARY, leaked
+    from .hostile.servers import SESSION, daemon, one_peer
+
+    directory, transport = one_peer(daemon(session=dict(SESSION, sessionID=CANARY)))
+    tool = CallPeer(directory, transport=transport, token_env="T", environ={"T": CANARY}, timeout=5)
+    async with tool:
+        with pytest.raises(PeerRequestError, match="credential"):
+            await tool.acall(peer="evil", prompt="go")
+    (span,) = spans.get_finished_spans()
+    assert span.name == "invoke_agent evil" and span.attributes is not None
+    assert "gen_ai.conversation.id" not in span.attributes
+    assert span.attributes["error.type"] == "PeerRequestError"
+    assert not leaked(span.to_json())

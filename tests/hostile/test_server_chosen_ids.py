@@ -96,3 +96,15 @@ async def test_an_honest_session_id_still_reaches_the_result_and_its_events() ->
     assert outcome.session_id == "s-1" and outcome.to_dict()["session_id"] == "s-1"
     assert [e.session_id for e in events if e.kind == "finished"] == ["s-1"]
     assert json.loads(recorder.recordings[0].dumps().splitlines()[0])["session_id"] == "s-1"
+
+
+async def test_the_other_text_a_session_and_an_inject_answer_carry_is_kept_scrubbed() -> None:
+    echo = daemon(
+        session=dict(HOSTILE_SESSION, sessionID="s-1", user=CANARY, url=f"http://h/{CANARY}"),
+        inject={"injected": CANARY, "session": CANARY, "woke": True, "prompt_id": CANARY},
+    )
+    async with AttachClient("http://evil.test", transport=one_peer(echo)[1], token=CANARY) as c:
+        session = await c.new_session()
+        injected = await c.inject(session, "hi")
+    assert (session.user, session.url) == ("[redacted]", "http://h/[redacted]")
+    assert (injected.injected, injected.session, injected.prompt_id) == ("[redacted]",) * 3
