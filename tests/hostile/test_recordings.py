@@ -8,6 +8,7 @@ file into the documented `ValueError` starting `recording:`.
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import re
@@ -21,18 +22,31 @@ import pytest
 from coreagent_sdk import (
     AttachClient,
     CallPeer,
+    Peer,
     Recording,
     SessionRecorder,
+    StaticDirectory,
 )
 from coreagent_sdk._wire import encode_sse
 from coreagent_sdk.errors import CoreAgentError
 from simulator import Fleet, behaviors
 
 from ..canary import CANARY, leaked
-from .servers import SESSION, daemon, one_peer, send_json, send_stream, turn
+from .servers import (
+    SESSION,
+    RawServer,
+    daemon,
+    one_peer,
+    read_request,
+    respond,
+    send_json,
+    send_stream,
+    turn,
+)
 
 ENV = {"FLEET_TOKEN": CANARY}
 DEEP = 30_000
+JSON = {"Content-Type": "application/json"}
 
 
 async def outcome_of(app: Any, *, recorded: bool) -> tuple[Any, SessionRecorder]:
@@ -277,3 +291,59 @@ async def test_an_attach_client_recording_keeps_nothing_a_peer_said_with_the_tok
     text = recorder.recordings[0].dumps()
     assert not leaked(text) and text.count("[redacted]") == 3
     assert json.loads(text.splitlines()[2])["message"] == "a prompt quoting [redacted]"
+
+
+async def test_a_recording_of_a_hostile_loopback_peer_saves_loads_and_replays_the_same(
+    tmp_path: Path,
+) -> None:
+    """Tried as a user: a raw socket peer on 127.0.0.1, its session `default`, the token
+    echoed percent-encoded into an event name, a frame nested 30,000 deep, U+2028 in the
+    answer. The file holds no token and replays to the same answer, text left alone."""
+    token = "user-trial-Zm9v/YmFy+YmF6="
+    lower_hex = re.sub("%[0-9A-F]{2}", lambda m: m.group(0).lower(), quote(token))
+    said = f"the default namespace is fine\u2028(token {token})"
+    answer = {"Author": "evil", "ID": "e1", "InvocationID": "i1", "TurnComplete": True}
+    answer["Content"] = {"role": "model", "parts": [{"text": said}]}
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        _, target, _, _ = await read_request(reader)
+        if target == "/sessions":
+            body = dict(SESSION, sessionID="default", user=token, url=quote(token, safe=""))
+            writer.write(respond("201 Created", json.dumps(body).encode(), JSON))
+        elif target.endswith("/inject"):
+            body = {"injected": "p-1", "session": "default", "woke": True, "echo": token}
+            writer.write(respond("200 OK", json.dumps(body).encode(), JSON))
+        else:
+            frames = [
+                encode_sse(lower_hex, {"k": token}),
+                b"event: status-update\ndata: " + deep(DEEP).encode() + b"\n\n",
+                encode_sse("agent", {"seq": 1, "event": answer}),
+            ]
+            writer.write(respond("200 OK", b"".join(frames), {"Content-Type": "text/event-stream"}))
+        await writer.drain()
+
+    recorder = SessionRecorder()
+    async with RawServer(handler) as server:
+        tool = CallPeer(
+            StaticDirectory([Peer("evil", server.url)]),
+            transport=recorder.wrap(),  # the real network, on loopback
+            token_env="T",
+            environ={"T": token},
+            timeout=5,
+        )
+        async with tool:
+            original = await tool.acall(peer="evil", prompt="How is the default namespace?")
+    assert original.response == "the default namespace is fine\u2028(token [redacted])"
+
+    path = recorder.recordings[0].save(tmp_path / "evil.jsonl")
+    text = path.read_text(encoding="utf-8")
+    assert [s for s in (token, quote(token, safe=""), lower_hex) if s in text] == []
+    header = json.loads(text.split("\n")[0])
+    assert (header["peer"], header["host"]) == ("evil", server.url.removeprefix("http://"))
+
+    fleet = Fleet()
+    fleet.add_peer("evil", behaviors.replay(path))
+    async with fleet.call_peer(timeout=5) as tool:
+        replayed = await tool.acall(peer="evil", prompt="How is the default namespace?")
+    await fleet.aclose()
+    assert replayed.response == original.response and replayed.session_id != "default"
