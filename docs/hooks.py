@@ -1,14 +1,93 @@
-"""Build hooks: the notebooks live in ../notebooks (where users open them), not in docs/."""
+"""Build hooks for the documentation site.
+
+- The notebooks live in ../notebooks (where users open them), not in docs/.
+- The site loads nothing from a CDN. Notebook pages show each widget's static HTML (the
+  SDK's views carry their table as `text/html` beside the live widget) instead of a widget
+  manager fetched from unpkg, and carry no mermaid, MathJax or widget loader scripts.
+- A notebook page keeps its nav title, and its table of contents is read from the headings
+  the page really has, so the TOC and the skip link point at anchors that exist (and a
+  heading that is only a code span is not a blank entry).
+"""
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 from typing import Any
 
+import mkdocs_jupyter.nbconvert2 as nbconvert2
 from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File, Files
+from mkdocs.structure.toc import get_toc
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# What a static page can show, best first. No widget views (they need a widget manager,
+# which nbconvert loads from a CDN) and no JavaScript outputs.
+STATIC_PRIORITY = [
+    "text/html",
+    "image/svg+xml",
+    "image/png",
+    "image/jpeg",
+    "text/markdown",
+    "text/latex",
+    "text/plain",
+]
+
+# Scripts nbconvert's templates write whatever the notebook holds: the mermaid and MathJax
+# loaders (from cdnjs) and the widget manager loader (from unpkg).
+_LOADER = re.compile(
+    r"<script\b(?:(?!</script>).)*?"
+    r"(?:mermaid|mathjax|widgetRendererSrc|jupyter-widgets)"
+    r"(?:(?!</script>).)*</script>\s*",
+    re.S | re.I,
+)
+_EMPTY_SRC = re.compile(r'<script src="">\s*</script>\s*')
+_HEADING = re.compile(r'<h([1-6])\b[^>]*\bid="([^"]+)"[^>]*>(.*?)</h\1>', re.S)
+_ANCHOR = re.compile(r'<a class="anchor-link"[^>]*>.*?</a>', re.S)
+_TAG = re.compile(r"<[^>]+>")
+
+_original_app = nbconvert2.get_nbconvert_app
+
+
+def _static_nbconvert_app(*args: Any, **kwargs: Any) -> Any:
+    app = _original_app(*args, **kwargs)
+    # Widget state in a page only feeds a widget manager the page does not load.
+    execute = {**app.config.get("ExecutePreprocessor", {}), "store_widget_state": False}
+    app.config.update(
+        {
+            "NbConvertBase": {"display_data_priority": STATIC_PRIORITY},
+            "ExecutePreprocessor": execute,
+        }
+    )
+    return app
+
+
+nbconvert2.get_nbconvert_app = _static_nbconvert_app
+
+
+def strip_loaders(page: str) -> str:
+    """A converted notebook without the scripts that would fetch code from a CDN."""
+    return _EMPTY_SRC.sub("", _LOADER.sub("", page))
+
+
+def headings(page: str) -> list[dict[str, Any]]:
+    """The page's headings as TOC tokens (nested by level), ids as the page has them."""
+    tokens: list[dict[str, Any]] = []
+    stack: list[dict[str, Any]] = []
+    for level, anchor, inner in _HEADING.findall(page):
+        text = html.unescape(_TAG.sub("", _ANCHOR.sub("", inner))).replace("¶", "").strip()
+        token = {"level": int(level), "id": anchor, "name": html.escape(text), "children": []}
+        while stack and stack[-1]["level"] >= token["level"]:
+            stack.pop()
+        (stack[-1]["children"] if stack else tokens).append(token)
+        stack.append(token)
+    return tokens
+
+
+def _is_notebook(page: Any) -> bool:
+    return bool(page.file.src_uri.endswith(".ipynb"))
 
 
 # Before mkdocs-jupyter's own on_files, which turns .ipynb files into pages.
@@ -24,3 +103,31 @@ def on_files(files: Files, config: Any) -> Files:
             )
         )
     return files
+
+
+# Before mkdocs-jupyter replaces the title with the notebook's first heading as plain text
+# (which drops its code spans: "Delegation with").
+@event_priority(100)
+def on_pre_page(page: Any, config: Any, files: Files) -> Any:
+    if _is_notebook(page):
+        page.nav_title = page.title
+    return page
+
+
+def on_page_content(content: str, page: Any, config: Any, files: Files) -> str:
+    if not _is_notebook(page):
+        return content
+    content = strip_loaders(content)
+    # mkdocs-jupyter copies the notebook beside its page (include_source); link to it.
+    name = Path(page.file.src_uri).name
+    guide = files.get_file_from_path("guides/notebooks.md")
+    content = (
+        f'<p class="nb-download"><a href="{name}" download>Download {name}</a>'
+        " (open it with the command in"
+        f' <a href="{guide.url_relative_to(page.file)}#open-them">'
+        "Notebooks, widgets and plots</a>)</p>\n" + content
+    )
+    if getattr(page, "nav_title", None):
+        page.title = page.nav_title
+    page.toc = get_toc(headings(content))
+    return content
