@@ -9,6 +9,8 @@ fast; CI builds it once more with the notebooks executed.
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import inspect
 import os
 import re
@@ -36,16 +38,23 @@ pytest.importorskip("mkdocstrings")
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# (module, the reference page that documents it)
-REFERENCE = [
-    (coreagent_sdk, "reference/coreagent_sdk"),
-    (coreagent_sdk.errors, "reference/errors"),
-    (coreagent_sdk.host, "reference/host"),
-    (coreagent_sdk.widgets, "reference/widgets"),
-    (coreagent_sdk.plots, "reference/widgets"),
-    (simulator, "reference/simulator"),
-    (simulator.behaviors, "reference/simulator"),
+MODULES = [
+    coreagent_sdk,
+    coreagent_sdk.errors,
+    coreagent_sdk.host,
+    coreagent_sdk.widgets,
+    coreagent_sdk.plots,
+    simulator,
+    simulator.behaviors,
 ]
+# The hosts pages once loaded scripts, styles and fonts from.
+CDN_HOSTS = (
+    "unpkg.com",
+    "cdnjs.cloudflare.com",
+    "cdn.jsdelivr.net",
+    "googleapis.com",
+    "gstatic.com",
+)
 
 
 @pytest.fixture(scope="module")
@@ -75,13 +84,36 @@ def _names(module: ModuleType) -> list[str]:
     return [n for n in module.__all__ if not n.startswith("__")]
 
 
-@pytest.mark.parametrize(("module", "page"), REFERENCE, ids=[m.__name__ for m, _ in REFERENCE])
+def _reference(site: Path) -> dict[str, str]:
+    """Every reference page's HTML, by its path under the site."""
+    return {
+        str(page.relative_to(site)): page.read_text()
+        for page in sorted((site / "reference").rglob("index.html"))
+    }
+
+
+_HEADING = re.compile(r'<h[1-6] id="([^"]+)" class="doc doc-heading">(.*?)</h[1-6]>', re.S)
+_SIGNATURE = re.compile(r'\s*<div class="doc-signature highlight">(.*?)</div>', re.S)
+
+
+def _signatures(markup: str) -> dict[str, tuple[str, str]]:
+    """Each documented object's anchor -> (its symbol kind, its signature's text or "")."""
+    found = {}
+    for match in _HEADING.finditer(markup):
+        kind = re.search(r"doc-symbol-(?!heading)(\w+)", match.group(2))
+        signature = _SIGNATURE.match(markup, match.end())
+        text = Page(signature.group(1)).text if signature else ""
+        found[match.group(1)] = (kind.group(1) if kind else "", text)
+    return found
+
+
+@pytest.mark.parametrize("module", MODULES, ids=[m.__name__ for m in MODULES])
 def test_every_public_name_is_in_the_reference_with_its_docstring(
-    site: Path, module: ModuleType, page: str
+    site: Path, module: ModuleType
 ) -> None:
-    parsed = Page((site / page / "index.html").read_text())
-    anchors = {a.get("id") for a in parsed.attrs}
-    text = _plain(parsed.text)
+    pages = _reference(site)
+    anchors = {a.get("id") for markup in pages.values() for a in Page(markup).attrs}
+    text = _plain(" ".join(Page(markup).text for markup in pages.values()))
     missing, undocumented, unshown = [], [], []
     for name in _names(module):
         if f"{module.__name__}.{name}" not in anchors:
@@ -96,9 +128,154 @@ def test_every_public_name_is_in_the_reference_with_its_docstring(
             first = _plain(inspect.cleandoc(own).split("\n\n")[0])[:40]
             if first not in text:
                 unshown.append(f"{name}: {first!r}")
-    assert missing == [], f"not in {page} (add it to the page or to __all__)"
+    assert missing == [], (
+        "not on any docs/reference page (add a ::: line to the page of its concept)"
+    )
     assert undocumented == [], "public classes and functions need a docstring"
-    assert unshown == [], f"docstrings not rendered in {page}"
+    assert unshown == [], "docstrings not rendered in the reference"
+
+
+@pytest.mark.parametrize("module", MODULES, ids=[m.__name__ for m in MODULES])
+def test_every_public_class_shows_its_constructors_signature_with_its_parameters(
+    site: Path, module: ModuleType
+) -> None:
+    signatures: dict[str, tuple[str, str]] = {}
+    for markup in _reference(site).values():
+        signatures.update(_signatures(markup))
+    wrong = []
+    for name in _names(module):
+        value = getattr(module, name)
+        if (
+            not inspect.isclass(value)
+            or issubclass(value, BaseException)  # its constructor is its message
+            or getattr(value, "_is_protocol", False)  # implemented, never constructed
+        ):
+            continue
+        _, shown = signatures.get(f"{module.__name__}.{name}", ("", ""))
+        try:
+            parameters = [
+                p.name
+                for p in inspect.signature(value).parameters.values()
+                if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+            ]
+        except (TypeError, ValueError):  # a Protocol or a builtin: no signature to show
+            continue
+        if not shown.startswith(f"{name}(") or any(p not in shown for p in parameters):
+            wrong.append(f"{name}: shows {shown[:60]!r}, expected the parameters {parameters}")
+    assert wrong == []
+
+
+def test_no_attribute_in_the_reference_shows_a_value(site: Path) -> None:
+    # An attribute's value is implementation (`allowed_hosts = (allowed_hosts if ...)`).
+    shown = []
+    for page, markup in _reference(site).items():
+        for kind, signature in _signatures(markup).values():
+            if kind == "attribute" and " = " in signature:
+                shown.append(f"{page}: {signature.strip()[:80]}")
+    assert shown == []
+
+
+def test_no_built_page_loads_anything_from_another_host(site: Path) -> None:
+    loads = re.compile(
+        r"""(?:\bsrc=|<link\b[^>]*\bhref=|import\(|@import\s+url\()\s*["']?(https?:)?//""", re.I
+    )
+    offenders = []
+    for page in sorted(site.rglob("*.html")):
+        markup = page.read_text()
+        relative = str(page.relative_to(site))
+        offenders += [f"{relative}: {host}" for host in CDN_HOSTS if host in markup]
+        offenders += [f"{relative}: {m.group(0)}" for m in loads.finditer(markup)]
+    assert offenders == []
+
+
+def test_every_in_page_link_points_at_an_anchor_the_page_has(site: Path) -> None:
+    # The skip link and the table of contents once pointed at ids a notebook page lacked.
+    broken = []
+    for page in sorted(site.rglob("*.html")):
+        parsed = Page(page.read_text())
+        ids = {a.get("id") for a in parsed.attrs} | {a.get("name") for a in parsed.attrs}
+        for attrs in parsed.attrs:
+            href = attrs.get("href") or ""
+            if href.startswith("#") and len(href) > 1 and href[1:] not in ids:
+                broken.append(f"{page.relative_to(site)}: {href}")
+    assert broken == []
+
+
+def test_each_notebook_page_links_its_notebook_for_download(site: Path) -> None:
+    notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    assert notebooks
+    for notebook in notebooks:
+        folder = site / "notebooks" / notebook.stem
+        parsed = Page((folder / "index.html").read_text())
+        assert any(a.get("href") == notebook.name for a in parsed.attrs), notebook.name
+        assert (folder / notebook.name).read_text() == notebook.read_text()
+
+
+def test_every_table_of_contents_entry_has_a_title(site: Path) -> None:
+    # Notebook 03 has a heading that is only a code span (`invalidate`): it was a blank entry.
+    entry = re.compile(
+        r'<a href="#[^"]*" class="md-nav__link">\s*<span class="md-ellipsis">(.*?)</span>', re.S
+    )
+    blank = []
+    for page in sorted(site.rglob("index.html")):
+        titles = [Page(m).text.strip() for m in entry.findall(page.read_text())]
+        blank += [str(page.relative_to(site)) for title in titles if not title]
+    assert blank == []
+    eviction = (site / "notebooks" / "03_eviction" / "index.html").read_text()
+    assert [Page(m).text.strip() for m in entry.findall(eviction)].count("invalidate") >= 1
+
+
+def test_a_notebook_page_keeps_its_nav_title(site: Path) -> None:
+    # mkdocs-jupyter titled it from the first heading as plain text: "Delegation with".
+    page = (site / "notebooks" / "01_delegation" / "index.html").read_text()
+    assert "<title>Delegation - " in page
+    assert not re.search(r'class="md-ellipsis">\s*Delegation with\s*</span>', page)
+
+
+def test_every_diagram_is_a_shipped_svg_rendered_from_its_current_source() -> None:
+    docs = ROOT / "docs"
+    sources = sorted((docs / "diagrams").glob("*.mmd"))
+    assert sources
+    pages = "".join(p.read_text() for p in (docs / "guides").glob("*.md"))
+    for source in sources:
+        svg = (docs / "assets" / "diagrams" / f"{source.stem}.svg").read_text()
+        digest = hashlib.sha256(source.read_bytes()).hexdigest()
+        assert f"sha256 {digest}" in svg, f"re-render it: python docs/diagrams/render.py ({source})"
+        assert f"assets/diagrams/{source.stem}.svg" in pages, f"{source.name} is on no page"
+    # A mermaid block would need mermaid's script, from a CDN.
+    assert "```mermaid" not in pages
+
+
+def _hooks() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_converted_notebook_shows_a_views_html_and_loads_no_widget_manager(
+    tmp_path: Path,
+) -> None:
+    # The docs execute the notebooks at build time; a view's output holds the live widget
+    # and the SDK's HTML of it. The page shows the HTML and fetches nothing.
+    pytest.importorskip("ipywidgets")
+    import nbformat
+    from mkdocs_jupyter import convert
+
+    hooks = _hooks()
+    notebook = tmp_path / "views.ipynb"
+    source = "from coreagent_sdk.widgets import CallLogView\nview = CallLogView()\nview"
+    made = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+    made.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Py"}
+    nbformat.write(made, notebook)
+    page = hooks.strip_loaders(
+        convert.nb2html(str(notebook), execute=True, kernel_name="python3", allow_errors=False)
+    )
+    assert "CallLog: 0 (no calls yet)" in Page(page).text
+    assert "widget-view+json" not in page and "widget-state+json" not in page
+    assert [host for host in CDN_HOSTS if host in page] == []
+    assert "import(" not in page  # the mermaid loader's dynamic import
 
 
 def test_the_notebooks_and_guides_are_part_of_the_site(site: Path) -> None:
