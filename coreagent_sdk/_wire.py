@@ -295,7 +295,14 @@ def labels_dict(labels: Mapping[str, str]) -> dict[str, str]:
 
 @attrs.frozen
 class SessionCreated:
-    """`POST /sessions` 201: the new session and its absolute URL."""
+    """`POST /sessions` 201: the new session and its absolute URL.
+
+    Attributes:
+        app: The app the session belongs to.
+        user: The user the session belongs to.
+        session_id: The new session's id.
+        url: The session's absolute URL ("" when the daemon sent none).
+    """
 
     app: str
     user: str
@@ -304,6 +311,7 @@ class SessionCreated:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SessionCreated:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         d = _obj(d, "session")
         return cls(
             app=checked_segment(_req_str(d, "app", "session"), "the session's app"),
@@ -314,6 +322,7 @@ class SessionCreated:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         return {"app": self.app, "user": self.user, "sessionID": self.session_id, "url": self.url}
 
     @property
@@ -325,7 +334,17 @@ class SessionCreated:
 
 @attrs.frozen
 class SessionInfo:
-    """One row of `GET /sessions`."""
+    """One row of `GET /sessions`.
+
+    Attributes:
+        app: The session's app.
+        user: The session's user.
+        session_id: The session's id.
+        has_event_log: Whether the session keeps an event log to replay.
+        status: The session's state as the daemon reports it.
+        last_touched_at: When the session was last used (the daemon's timestamp).
+        title: The session's title, when it has one.
+    """
 
     app: str
     user: str
@@ -337,6 +356,7 @@ class SessionInfo:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SessionInfo:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         k = "session row"
         d = _obj(d, k)
         return cls(
@@ -350,6 +370,7 @@ class SessionInfo:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         out: dict[str, Any] = {
             "app": self.app,
             "user": self.user,
@@ -370,16 +391,25 @@ class SessionList:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SessionList:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         d = _obj(d, "session list")
         return cls(tuple(SessionInfo.from_dict(s) for s in _list(d, "sessions", "session list")))
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         return {"sessions": [s.to_dict() for s in self.sessions]}
 
 
 @attrs.frozen
 class InjectResult:
-    """`POST .../inject` 200."""
+    """`POST .../inject` 200.
+
+    Attributes:
+        injected: The session the message went to.
+        session: The session's id as the daemon echoes it.
+        woke: Whether the message woke the session (False: it waits in the inbox).
+        prompt_id: The queued message's id, when the daemon gives one.
+    """
 
     injected: str
     session: str
@@ -388,6 +418,7 @@ class InjectResult:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> InjectResult:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         k = "inject answer"
         d = _obj(d, k)
         return cls(
@@ -399,6 +430,7 @@ class InjectResult:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         out: dict[str, Any] = {
             "injected": self.injected,
             "session": self.session,
@@ -418,6 +450,7 @@ class WakeResult:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> WakeResult:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         k = "wake answer"
         d = _obj(d, k)
         return cls(
@@ -427,6 +460,7 @@ class WakeResult:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         out: dict[str, Any] = {"woken": self.woken, "prompt": self.prompt}
         _put(out, "prompt_id", self.prompt_id)
         return out
@@ -434,7 +468,14 @@ class WakeResult:
 
 @attrs.frozen
 class WhoAmI:
-    """`GET /whoami`: who the daemon thinks the caller is."""
+    """`GET /whoami`: who the daemon thinks the caller is.
+
+    Attributes:
+        identity: The caller's identity.
+        admin: Whether the caller is an admin.
+        source: Where the identity came from (for example `bearer`).
+        proxy_by: The proxy that vouched for the caller, when one did.
+    """
 
     identity: str
     admin: bool = False
@@ -443,6 +484,7 @@ class WhoAmI:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> WhoAmI:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         k = "whoami answer"
         d = _obj(d, k)
         return cls(
@@ -453,6 +495,7 @@ class WhoAmI:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         out: dict[str, Any] = {
             "identity": self.identity,
             "admin": self.admin,
@@ -471,12 +514,14 @@ class PermsResponse:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PermsResponse:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         k = "perms answer"
         d = _obj(d, k)
         _req(d, "acknowledged", k)
         return cls(acknowledged=_bool(d, "acknowledged", k), approver=_str(d, "approver", k))
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         return {"acknowledged": self.acknowledged, "approver": self.approver}
 
 
@@ -490,6 +535,7 @@ class ACL:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ACL:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         d = _obj(d, "acl")
         return cls(
             owner=_str(d, "owner", "acl"),
@@ -498,6 +544,7 @@ class ACL:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         return {
             "owner": self.owner,
             "viewers": list(self.viewers),
@@ -515,6 +562,7 @@ class SessionTitle:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SessionTitle:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         k = "title answer"
         d = _obj(d, k)
         return cls(
@@ -524,12 +572,23 @@ class SessionTitle:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         return {"session": self.session, "title": self.title, "persisted": self.persisted}
 
 
 @attrs.frozen
 class PeerRecord:
-    """A hub registry record. `registration_id` is "" when the hub redacted it."""
+    """A hub registry record. `registration_id` is "" when the hub redacted it.
+
+    Attributes:
+        name: The registered name.
+        endpoint: The peer's base URL.
+        registration_id: The registration's id; "" when the hub redacted it (it is the owner's).
+        labels: The peer's labels.
+        registered_at: When it registered (the hub's timestamp).
+        last_heartbeat: When its lease was last renewed.
+        lease_expires_at: When its lease lapses unless renewed.
+    """
 
     name: str
     endpoint: str
@@ -541,6 +600,7 @@ class PeerRecord:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PeerRecord:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         k = "peer record"
         d = _obj(d, k)
         registration_id = _str(d, "registration_id", k)
@@ -557,6 +617,7 @@ class PeerRecord:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         out: dict[str, Any] = {
             "registration_id": self.registration_id,
             "name": self.name,
@@ -578,10 +639,12 @@ class PeerList:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PeerList:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         d = _obj(d, "peer list")
         return cls(tuple(PeerRecord.from_dict(p) for p in _list(d, "peers", "peer list")))
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         return {"peers": [p.to_dict() for p in self.peers]}
 
 
@@ -596,11 +659,13 @@ class FunctionCall:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FunctionCall:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         k = "function call"
         d = _obj(d, k)
         return cls(name=_str(d, "name", k), args=_map(d, "args", k) or {}, id=_opt_str(d, "id", k))
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         out: dict[str, Any] = {"name": self.name, "args": dict(self.args)}
         _put(out, "id", self.id)
         return out
@@ -614,6 +679,7 @@ class FunctionResponse:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FunctionResponse:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         k = "function response"
         d = _obj(d, k)
         return cls(
@@ -621,6 +687,7 @@ class FunctionResponse:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         out: dict[str, Any] = {"name": self.name, "response": dict(self.response)}
         _put(out, "id", self.id)
         return out
@@ -637,6 +704,7 @@ class Part:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Part:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         d = _obj(d, "part")
         fc = d.get("functionCall")
         fr = d.get("functionResponse")
@@ -648,6 +716,7 @@ class Part:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         out: dict[str, Any] = {}
         _put(out, "text", self.text)
         _put(out, "thought", self.thought)
@@ -665,6 +734,7 @@ class Content:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Content:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         d = _obj(d, "content")
         return cls(
             role=_str(d, "role", "content"),
@@ -672,6 +742,7 @@ class Content:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         return {"parts": [p.to_dict() for p in self.parts], "role": self.role}
 
 
@@ -692,6 +763,29 @@ class AgentEvent:
     Decoding accepts the Go spelling (`Author`, `ID`, `InvocationID`) and the
     newer lower-camel tags (`author`, `id`, `invocationId`); `to_dict` writes
     the current daemon's spelling (every field capitalised).
+
+    Attributes:
+        content: The message: a role and its parts (text, function calls and responses).
+        partial: True for a streamed chunk of a message still being written.
+        turn_complete: True on the event that ends the model's turn.
+        interrupted: True when the turn was interrupted.
+        error_code: The model's error code, when the event reports an error.
+        error_message: The model's error message, when the event reports an error.
+        finish_reason: Why the model stopped, as the model's API says it.
+        id: The event's id.
+        timestamp: When the event happened (the daemon's clock).
+        invocation_id: The invocation (turn) the event belongs to.
+        branch: The agent branch that produced it (sub-agents).
+        author: Who wrote it: `user`, or the agent's name.
+        actions: What the event asks of the session: state changes, transfers, escalation.
+        long_running_tool_ids: Ids of function calls still running in the background.
+        model_version: The model version that produced it.
+        avg_logprobs: The model's average log probability, passed through.
+        citation_metadata: The model's citations, passed through.
+        grounding_metadata: The model's grounding data, passed through.
+        usage_metadata: The model's token counts for the event, passed through.
+        custom_metadata: Metadata an agent attached, passed through.
+        logprobs_result: The model's log probabilities, passed through.
     """
 
     content: Content | None = None
@@ -718,6 +812,7 @@ class AgentEvent:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AgentEvent:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         k = "agent event"
         d = _obj(d, k)
         if not ("Author" in d and "ID" in d and "InvocationID" in d):
@@ -748,6 +843,7 @@ class AgentEvent:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         return {
             "Content": self.content.to_dict() if self.content is not None else None,
             "CitationMetadata": self.citation_metadata,
@@ -794,15 +890,22 @@ class AgentEvent:
 
 @attrs.frozen
 class AgentFrame:
-    """A legacy `agent` frame: one ADK event with its sequence number."""
+    """A legacy `agent` frame: one ADK event with its sequence number.
+
+    Attributes:
+        seq: The event's sequence number in the session's log (for `?since=`).
+        event: The `AgentEvent`.
+    """
 
     EVENT: ClassVar[str] = "agent"
+    """The SSE event type of this frame: `agent`."""
 
     seq: int
     event: AgentEvent
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AgentFrame:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         d = _obj(d, "agent frame")
         return cls(
             seq=_int(d, "seq", "agent frame"),
@@ -810,6 +913,7 @@ class AgentFrame:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         return {"seq": self.seq, "event": self.event.to_dict()}
 
 
@@ -826,6 +930,7 @@ class SubagentEvents:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SubagentEvents:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         k = "sub-agent events"
         d = _obj(d, k)
         return cls(
@@ -838,6 +943,7 @@ class SubagentEvents:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         return {
             "agent": self.agent,
             "parent_session_id": self.parent_session_id,
@@ -861,6 +967,7 @@ class AgentCard:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AgentCard:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         k = "agent card"
         d = _obj(d, k)
         return cls(
@@ -872,6 +979,7 @@ class AgentCard:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         out: dict[str, Any] = {}
         for key in ("name", "version", "description", "model", "url"):
             _put(out, key, getattr(self, key))
@@ -880,9 +988,20 @@ class AgentCard:
 
 @attrs.frozen
 class Capabilities:
-    """The first frame of every stream: what the daemon speaks and offers."""
+    """The first frame of every stream: what the daemon speaks and offers.
+
+    Attributes:
+        protocol_version: The attach protocol version the daemon speaks.
+        event_types: The SSE event types it may send.
+        server: The daemon's name and version.
+        features: Optional features, on or off, by name.
+        slash_commands: Slash commands its sessions accept.
+        agent: The agent it serves (its card), when it says.
+        caller_id: Who the daemon thinks the caller is.
+    """
 
     EVENT: ClassVar[str] = "capabilities"
+    """The SSE event type of this frame: `capabilities`."""
 
     protocol_version: str
     event_types: tuple[str, ...] = ()
@@ -894,6 +1013,7 @@ class Capabilities:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Capabilities:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         k = "capabilities"
         d = _obj(d, k)
         agent = d.get("agent")
@@ -908,6 +1028,7 @@ class Capabilities:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         out: dict[str, Any] = {
             "protocol_version": self.protocol_version,
             "event_types": list(self.event_types),
@@ -929,9 +1050,19 @@ class Capabilities:
 
 @attrs.frozen
 class StatusUpdate:
-    """`status-update`: the daemon's turn state, model and provider."""
+    """`status-update`: the daemon's turn state, model and provider.
+
+    Attributes:
+        turn_state: `streaming` during a turn, `idle` around it.
+        model: The model in use.
+        provider: The model's provider.
+        perm_mode: The permission mode of tool calls.
+        context_pct: How full the model's context is, in percent.
+        capabilities: The daemon's `Capabilities`, when it sends them again.
+    """
 
     EVENT: ClassVar[str] = "status-update"
+    """The SSE event type of this frame: `status-update`."""
 
     turn_state: str = ""
     model: str | None = None
@@ -942,6 +1073,7 @@ class StatusUpdate:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> StatusUpdate:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         k = "status update"
         d = _obj(d, k)
         caps = d.get("capabilities")
@@ -955,6 +1087,7 @@ class StatusUpdate:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         out: dict[str, Any] = {}
         _put(out, "model", self.model)
         _put(out, "provider", self.provider)
@@ -968,9 +1101,18 @@ class StatusUpdate:
 
 @attrs.frozen
 class UsageUpdate:
-    """`usage-update`: running token and cost totals of the session, and the last turn's."""
+    """`usage-update`: running token and cost totals of the session, and the last turn's.
+
+    Attributes:
+        tokens_in_total: Input tokens of the session so far.
+        tokens_out_total: Output tokens of the session so far.
+        cost_usd_total: The session's cost so far, in US dollars.
+        turns_total: Turns the session has run.
+        last_turn: The last turn's own counts, as the daemon sends them.
+    """
 
     EVENT: ClassVar[str] = "usage-update"
+    """The SSE event type of this frame: `usage-update`."""
 
     tokens_in_total: int = 0
     tokens_out_total: int = 0
@@ -980,6 +1122,7 @@ class UsageUpdate:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> UsageUpdate:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         k = "usage update"
         d = _obj(d, k)
         return cls(
@@ -991,6 +1134,7 @@ class UsageUpdate:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         out: dict[str, Any] = {
             "tokens_in_total": self.tokens_in_total,
             "tokens_out_total": self.tokens_out_total,
@@ -1004,9 +1148,16 @@ class UsageUpdate:
 
 @attrs.frozen
 class Inbox:
-    """`inbox`: a message queued for, or taken by, the next turn (`prompt_id` names it)."""
+    """`inbox`: a message queued for, or taken by, the next turn (`prompt_id` names it).
+
+    Attributes:
+        state: `queued`, or `dequeued` once a turn took it.
+        prompt_id: The message's id.
+        queued_at: When it was queued.
+    """
 
     EVENT: ClassVar[str] = "inbox"
+    """The SSE event type of this frame: `inbox`."""
 
     state: str
     prompt_id: str = ""
@@ -1014,6 +1165,7 @@ class Inbox:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Inbox:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         d = _obj(d, "inbox")
         return cls(
             state=_req_str(d, "state", "inbox"),
@@ -1022,6 +1174,7 @@ class Inbox:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         out: dict[str, Any] = {"state": self.state, "prompt_id": self.prompt_id}
         _put(out, "queued_at", self.queued_at)
         return out
@@ -1029,9 +1182,19 @@ class Inbox:
 
 @attrs.frozen
 class TurnComplete:
-    """`turn-complete`: a turn ended; tokens, latency and the turn's own `prompt_id`."""
+    """`turn-complete`: a turn ended; tokens, latency and the turn's own `prompt_id`.
+
+    Attributes:
+        prompt_id: The id the turn gave its prompt (not the inject's).
+        model: The model that ran the turn.
+        tokens_in: The turn's input tokens.
+        tokens_out: The turn's output tokens.
+        cost_usd: The turn's cost in US dollars (a daemon does not send it: None).
+        latency_ms: How long the turn took, in milliseconds.
+    """
 
     EVENT: ClassVar[str] = "turn-complete"
+    """The SSE event type of this frame: `turn-complete`."""
 
     prompt_id: str = ""
     model: str = ""
@@ -1042,6 +1205,7 @@ class TurnComplete:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TurnComplete:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         k = "turn-complete"
         d = _obj(d, k)
         return cls(
@@ -1054,6 +1218,7 @@ class TurnComplete:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         out: dict[str, Any] = {
             "prompt_id": self.prompt_id,
             "model": self.model,
@@ -1071,9 +1236,18 @@ def _known_kind(kind: str) -> str:
 
 @attrs.frozen
 class TurnError:
-    """`turn-error`. An unknown `kind` is read as "unknown" (forward compatibility)."""
+    """`turn-error`. An unknown `kind` is read as "unknown" (forward compatibility).
+
+    Attributes:
+        kind: One of `TURN_ERROR_KINDS`; `unknown` for a kind the SDK does not know.
+        message: What went wrong, in the daemon's words.
+        retryable: Whether trying again may work.
+        code: An error code, when the daemon sends one.
+        hint: What to do about it, when the daemon says.
+    """
 
     EVENT: ClassVar[str] = "turn-error"
+    """The SSE event type of this frame: `turn-error`."""
 
     kind: str = attrs.field(converter=_known_kind)
     message: str = ""
@@ -1083,6 +1257,7 @@ class TurnError:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TurnError:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         k = "turn-error"
         d = _obj(d, k)
         return cls(
@@ -1094,6 +1269,7 @@ class TurnError:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         out: dict[str, Any] = {"kind": self.kind}
         _put(out, "code", self.code)
         out["message"] = self.message
@@ -1104,25 +1280,41 @@ class TurnError:
 
 @attrs.frozen
 class Wake:
-    """`wake`: the daemon woke to work on its inbox (`at` is when)."""
+    """`wake`: the daemon woke to work on its inbox (`at` is when).
+
+    Attributes:
+        at: When it woke (the daemon's timestamp).
+    """
 
     EVENT: ClassVar[str] = "wake"
+    """The SSE event type of this frame: `wake`."""
 
     at: str
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Wake:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         return cls(at=_req_str(_obj(d, "wake"), "at", "wake"))
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         return {"at": self.at}
 
 
 @attrs.frozen
 class Pause:
-    """`pause`: the daemon paused or resumed (`state`, with an optional reason)."""
+    """`pause`: the daemon paused or resumed (`state`, with an optional reason).
+
+    Attributes:
+        state: Whether it paused or resumed.
+        at: When (the daemon's timestamp).
+        reason: Why, when the daemon says.
+        interrupted: Whether a running turn was interrupted.
+        mode: The pause's mode, when the daemon says.
+    """
 
     EVENT: ClassVar[str] = "pause"
+    """The SSE event type of this frame: `pause`."""
 
     state: str
     at: str = ""
@@ -1132,6 +1324,7 @@ class Pause:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Pause:
+        """Read it from the daemon's JSON; a wrong type or a missing field is a ProtocolError."""
         d = _obj(d, "pause")
         return cls(
             state=_req_str(d, "state", "pause"),
@@ -1142,6 +1335,7 @@ class Pause:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON the daemon sends for it, under the daemon's own key names."""
         out: dict[str, Any] = {"state": self.state}
         _put(out, "reason", self.reason)
         _put(out, "interrupted", self.interrupted)
