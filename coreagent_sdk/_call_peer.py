@@ -161,6 +161,16 @@ class CallPeerResult:
     ``max_response_bytes`` is the cap the call ran with (None when unknown); it
     is not part of the wire JSON. In a notebook the result shows as a card:
     bytes against the cap, a truncation badge and the answer in a scrolling box.
+
+    Attributes:
+        peer: The name of the peer that answered.
+        session_id: The peer's session the call ran in (read the rest of a truncated
+            answer there).
+        response: The peer's answer as text, cut to the byte cap without splitting a
+            UTF-8 character.
+        duration_ms: How long the whole call took, in milliseconds.
+        truncated: True when the answer was longer than the cap and was cut.
+        max_response_bytes: The byte cap the call ran with; None when unknown.
     """
 
     peer: str
@@ -197,6 +207,17 @@ class CallPeerEvent:
     ``call_id`` tells concurrent calls apart (unique in the process);
     ``response_bytes`` (UTF-8 bytes of the answer) comes with truncated and
     finished; ``error_type`` (the exception's class name) with failed.
+
+    Attributes:
+        kind: started, session_opened, truncated, finished or failed.
+        tool: The name of the tool that made the call (`CallPeer.name`).
+        peer: The peer's name as the caller gave it.
+        session_id: The peer's session, once opened ("" before).
+        duration_ms: Milliseconds since the call started (None on started).
+        error: The error's message, on failed (scrubbed of tokens).
+        call_id: Tells concurrent calls apart; unique in the process.
+        response_bytes: UTF-8 bytes of the answer, on truncated and finished.
+        error_type: The exception's class name, on failed.
     """
 
     kind: str
@@ -211,7 +232,15 @@ class CallPeerEvent:
 
 
 class AllowList:
-    """A gate allowing `<tool name>:<peer name>` keys that match any glob pattern."""
+    """A gate allowing `<tool name>:<peer name>` keys that match any glob pattern.
+
+    ``AllowList(["call_peer:prod-*"])`` lets the `call_peer` tool ask any peer whose name
+    starts with ``prod-``; a refused call raises `PermissionDeniedError` naming the
+    pattern to add.
+
+    Attributes:
+        patterns: The glob patterns, in the order given.
+    """
 
     def __init__(self, patterns: Iterable[str]) -> None:
         self.patterns = tuple(patterns)
@@ -220,6 +249,7 @@ class AllowList:
         return f"AllowList({list(self.patterns)!r})"
 
     def allows(self, tool_name: str, peer_name: str) -> bool:
+        """Whether `<tool_name>:<peer_name>` matches one of the patterns."""
         key = f"{tool_name}:{peer_name}"
         return any(fnmatch.fnmatchcase(key, p) for p in self.patterns)
 
@@ -290,6 +320,17 @@ class CallPeer:
     ``wait_on_rate_limit=True`` waits out a peer's 429 on `POST /sessions` when
     its `Retry-After` fits in what is left of the deadline (on ``clock``);
     otherwise the 429 is `PeerRateLimitedError` with `retry_after`.
+    ``allowed_hosts`` limits the hosts it may dial (None: any).
+
+    Attributes:
+        directory: Resolves peer names to endpoints, asked on every call.
+        token_env: The environment variable holding the bearer token (None: no token).
+        timeout: Seconds one whole call may take, lookup included.
+        max_response_bytes: The answer's cap in UTF-8 bytes.
+        name: The tool's name, as a model sees it.
+        gate: Called as ``gate(tool, peer)`` before each call; raises to refuse.
+        allowed_hosts: The `HostAllowList` of hosts this tool may dial (None: any).
+        wait_on_rate_limit: Whether a 429 that fits the deadline is waited out.
     """
 
     def __init__(
