@@ -37,6 +37,20 @@ class CallRecord:
 
     ``state`` is running, finished, truncated or failed; ``started`` and
     ``ended`` are seconds on the log's timer since the log was made.
+
+    Attributes:
+        call_id: The call's id (`CallPeerEvent.call_id`), unique in the process.
+        tool: The name of the tool that made the call.
+        peer: The peer the call asked.
+        state: running, finished, truncated or failed.
+        started: When the call started, in seconds since the log was made.
+        ended: When it ended, in the same seconds (None while running).
+        session_id: The peer's session ("" until it is opened).
+        duration_ms: The call's duration in milliseconds, once it ended.
+        response_bytes: UTF-8 bytes of the answer, once it ended with one.
+        truncated: True when the answer was cut at the byte cap.
+        error_type: The exception's class name, when the call failed.
+        error: The error's message, when the call failed.
     """
 
     call_id: int
@@ -61,6 +75,10 @@ class CallLog:
     Listeners added with `subscribe` run after each event (widgets use this),
     on the thread that delivered it. Safe to feed from many threads and read
     from others at once.
+
+    Attributes:
+        max_records: How many records the log keeps at most.
+        events: How many events the log has received.
     """
 
     def __init__(
@@ -117,6 +135,7 @@ class CallLog:
         return unsubscribe
 
     def clear(self) -> None:
+        """Forget every record (listeners stay subscribed)."""
         with self._lock:
             self._records.clear()
 
