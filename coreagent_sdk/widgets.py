@@ -202,6 +202,9 @@ class CallLogView(_View):
     ``log`` is the `CallLog` to show (a new one by default); give the view's
     `on_event` to each `CallPeer` whose calls it should show, any number of
     them, with any number of concurrent calls.
+
+    Attributes:
+        log: The `CallLog` the view shows.
     """
 
     def __init__(self, log: CallLog | None = None, *, min_interval: float = 0.25) -> None:
@@ -224,6 +227,7 @@ class CallLogView(_View):
         return self.log._repr_html_()
 
     def close(self) -> None:
+        """Stop following the log and close the widget (the log keeps its records)."""
         self._unsubscribe()
         super().close()
 
@@ -235,6 +239,10 @@ class CacheView(_View):
     hook the cache already had keeps running, before the view's. A cache driven
     on another thread (a sync call, a thread pool) is drawn as that thread saw
     it at its last event, never read while that thread changes it.
+
+    Attributes:
+        cache: The `RuntimeCache` the view shows.
+        events: How many cache events the view has received.
     """
 
     def __init__(self, cache: RuntimeCache, *, min_interval: float = 0.25) -> None:
@@ -270,6 +278,7 @@ class CacheView(_View):
         return _display.cache_html(self.cache if seen is None else seen)
 
     def close(self) -> None:
+        """Give the cache back its own event hook and close the widget."""
         self.cache._on_event = self._previous
         super().close()
 
@@ -287,6 +296,11 @@ class FleetView(_View):
     in-process read: nothing is sent over a network) and redrawn when it
     changed; the timer stops by itself after ``watch_seconds``, or at `close()`.
     `refresh()` draws at once.
+
+    Attributes:
+        fleet: The fleet (anything with a ``roster()``) the view shows.
+        interval: Seconds between two reads of the roster.
+        rows: The roster as last read, one entry per peer.
     """
 
     def __init__(
@@ -348,6 +362,7 @@ class FleetView(_View):
         self._schedule()
 
     def refresh(self) -> None:
+        """Read the roster and draw it now."""
         self._read()
         super().refresh()
 
@@ -355,6 +370,7 @@ class FleetView(_View):
         return self.fleet._repr_html_()
 
     def close(self) -> None:
+        """Stop the roster timer and close the widget."""
         if self._tick_handle is not None:
             self._tick_handle.cancel()
             self._tick_handle = None
