@@ -36,7 +36,13 @@ __all__ = [
 
 @attrs.frozen
 class Peer:
-    """The subset of a registry record a caller needs."""
+    """The subset of a registry record a caller needs.
+
+    Attributes:
+        name: The name the peer registered, which callers ask it by.
+        endpoint: The peer's base URL (checked before every dial).
+        labels: The peer's labels, such as ``{"cluster": "prod-1"}``.
+    """
 
     name: str
     endpoint: str
@@ -66,7 +72,9 @@ class Directory(Protocol):
     directory with only `peers()` keeps working unchanged.
     """
 
-    async def peers(self) -> Sequence[Peer]: ...
+    async def peers(self) -> Sequence[Peer]:
+        """Every peer registered now (asked again on every call)."""
+        ...
 
 
 async def lookup_peer(directory: Directory, name: str) -> Peer | None:
@@ -109,6 +117,7 @@ class DirectoryFunc:
         return f"DirectoryFunc({getattr(self._fn, '__name__', repr(self._fn))})"
 
     async def peers(self) -> Sequence[Peer]:
+        """The function's peers, asked now (None: no peers)."""
         if self._fn is None:
             return Roster()
         got = self._fn()
@@ -117,11 +126,12 @@ class DirectoryFunc:
         return Roster(got) if got is not None else Roster()
 
     async def lookup(self, name: str) -> Peer | None:
+        """The first of the function's peers named `name`, or None."""
         return next((p for p in await self.peers() if p.name == name), None)
 
 
 class StaticDirectory:
-    """A fixed roster."""
+    """A fixed roster: the peers given, in their order (the first of a repeated name wins)."""
 
     def __init__(self, peers: Iterable[Peer]) -> None:
         self._peers = Roster(peers)
@@ -136,9 +146,11 @@ class StaticDirectory:
         return self._peers._repr_html_()
 
     async def peers(self) -> Sequence[Peer]:
+        """The peers given, as a `Roster`."""
         return self._peers
 
     async def lookup(self, name: str) -> Peer | None:
+        """The peer named `name`, or None."""
         return self._by_name.get(name)
 
 
@@ -187,6 +199,13 @@ class HubDirectory:
     call: the hub read its registry at some moment while that request was in
     flight, and the request ended after the caller arrived. Sequential calls
     never share, so a lease that lapsed before a call is gone on that call.
+
+    Attributes:
+        hub_url: The hub's base URL, checked when given.
+        timeout: Seconds one lookup may take (None: no bound of its own; inside
+            `CallPeer` the call's deadline governs).
+        labels: Only peers with all these labels are listed (``?label=k=v``).
+        allowed_hosts: The `HostAllowList` of peer hosts kept in the roster (None: any).
     """
 
     def __init__(
@@ -236,6 +255,7 @@ class HubDirectory:
         return f"HubDirectory({shown_url(self.hub_url)!r}, labels={self.labels!r})"
 
     async def peers(self) -> Sequence[Peer]:
+        """Every peer the hub lists now (with the labels asked for), from a shared answer."""
         return (await self._answer()).peers
 
     async def lookup(self, name: str) -> Peer | None:
