@@ -131,7 +131,12 @@ class NoRouteError(TransportFailure, httpx.ConnectError):
 
 
 class APIStatusError(CoreAgentError):
-    """A non-2xx answer. `body` is a bounded excerpt with any token scrubbed."""
+    """A non-2xx answer. `body` is a bounded excerpt with any token scrubbed.
+
+    Attributes:
+        status_code: The HTTP status the server answered.
+        body: A bounded excerpt of the answer's body, any token scrubbed.
+    """
 
     def __init__(self, message: str, *, status_code: int, body: str = "") -> None:
         super().__init__(message)
@@ -177,6 +182,9 @@ class RateLimitedError(APIStatusError):
 
     `retry_after` is the server's `Retry-After` in seconds (None when it sent
     none that parses).
+
+    Attributes:
+        retry_after: Seconds the server asked to wait (None when it sent none that parses).
     """
 
     def __init__(
@@ -247,6 +255,9 @@ class DirectoryError(CallPeerError):
     """The directory could not produce its roster (hub down, bad answer).
 
     `status_code` is the hub's HTTP status when it answered one, else None.
+
+    Attributes:
+        status_code: The hub's HTTP status when it answered one, else None.
     """
 
     def __init__(self, message: str, *, status_code: int | None = None) -> None:
@@ -255,7 +266,11 @@ class DirectoryError(CallPeerError):
 
 
 class PeerRequestError(CallPeerError):
-    """The peer refused a request (`status_code`) or could not be reached (None)."""
+    """The peer refused a request (`status_code`) or could not be reached (None).
+
+    Attributes:
+        status_code: The peer's HTTP status, or None when it could not be reached.
+    """
 
     def __init__(self, message: str, *, status_code: int | None = None) -> None:
         super().__init__(message)
@@ -266,6 +281,9 @@ class PeerRateLimitedError(PeerRequestError):
     """The peer answered 429 to `POST /sessions`: too many delegations to it too fast.
 
     `retry_after` is the peer's `Retry-After` in seconds (None when absent).
+
+    Attributes:
+        retry_after: Seconds the peer asked to wait (None when absent).
     """
 
     def __init__(self, message: str, *, retry_after: float | None = None) -> None:
@@ -281,6 +299,14 @@ class PeerTurnError(CallPeerError):
     `cost_ceiling`, `watchdog`, `canceled`, `unknown`): a kind the SDK does not
     know (a newer daemon's, or a misspelt one) becomes `"unknown"`, so code can
     match on the set without a default case. `retryable` is the peer's own verdict.
+
+    Attributes:
+        kind: One of `TURN_ERROR_KINDS`; "unknown" for a kind the SDK does not know.
+        message: The peer's own words (scrubbed); `str(error)` adds the peer and session.
+        retryable: Whether the peer says trying again may work.
+        code: The peer's error code, when it sent one.
+        hint: The peer's hint on what to do, when it sent one.
+        session_id: The peer's session the turn ran in.
     """
 
     def __init__(
