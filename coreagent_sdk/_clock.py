@@ -15,18 +15,24 @@ __all__ = ["Clock", "FakeClock", "SystemClock"]
 class Clock(Protocol):
     """Where leases, heartbeats and timestamps read the time (seconds since the epoch)."""
 
-    def now(self) -> float: ...
+    def now(self) -> float:
+        """The current time, in seconds since the epoch."""
+        ...
 
-    async def sleep(self, seconds: float) -> None: ...
+    async def sleep(self, seconds: float) -> None:
+        """Return once `seconds` have passed on this clock."""
+        ...
 
 
 class SystemClock:
     """Wall time and real sleeping."""
 
     def now(self) -> float:
+        """`time.time()`."""
         return time.time()
 
     async def sleep(self, seconds: float) -> None:
+        """`asyncio.sleep(seconds)` (a negative value does not wait)."""
         await asyncio.sleep(max(0.0, seconds))
 
     def __repr__(self) -> str:
@@ -46,9 +52,11 @@ class FakeClock:
         self._order = itertools.count()
 
     def now(self) -> float:
+        """The fake time: the start plus every `advance()`."""
         return self._now
 
     async def sleep(self, seconds: float) -> None:
+        """Wait until `advance()` moves the clock `seconds` on (0 or less: one loop turn)."""
         if seconds <= 0:
             await asyncio.sleep(0)
             return
