@@ -54,7 +54,17 @@ _log = logging.getLogger("coreagent_sdk.runtime_cache")
 
 @attrs.frozen
 class AgentConfig:
-    """What an agent's runtime is built from."""
+    """What an agent's runtime is built from.
+
+    Attributes:
+        id: The agent's id (the cache's key).
+        slug: The agent's short name, as in URLs.
+        name: Its display name.
+        persona: Its persona, which becomes the system prompt.
+        model: Its model ("" for the builder's default).
+        provider: Its model provider ("" for the builder's default).
+        skills: The names of its own skills.
+    """
 
     id: str
     slug: str
@@ -69,9 +79,13 @@ class AgentConfig:
 class ConfigLoader(Protocol):
     """Where the cache reads agents from: a cheap slug lookup and the full config."""
 
-    async def agent_slug(self, agent_id: str) -> str: ...
+    async def agent_slug(self, agent_id: str) -> str:
+        """The agent's slug, cheaply (asked on every request)."""
+        ...
 
-    async def load_config(self, agent_id: str) -> AgentConfig: ...
+    async def load_config(self, agent_id: str) -> AgentConfig:
+        """The agent's whole config (asked only to build)."""
+        ...
 
 
 @runtime_checkable
@@ -83,12 +97,23 @@ class Builder(Protocol):
     cache closes.
     """
 
-    async def build(self, cfg: AgentConfig) -> Any: ...
+    async def build(self, cfg: AgentConfig) -> Any:
+        """A new runtime instance for the agent `cfg` describes."""
+        ...
 
 
 @attrs.frozen
 class CacheStats:
-    """Counters since the cache was made. `misses` counts callers, `builds` builder returns."""
+    """Counters since the cache was made. `misses` counts callers, `builds` builder returns.
+
+    Attributes:
+        hits: Requests answered by a resident instance.
+        misses: Requests that found none (callers waiting on one build each count).
+        builds: Instances the builder returned.
+        build_failures: Builds that raised.
+        evictions: Instances evicted to stay within `max_instances`.
+        closes: Instances closed (evicted, invalidated or at the cache's close).
+    """
 
     hits: int = 0
     misses: int = 0
@@ -102,7 +127,10 @@ class CacheStats:
 class CacheEvent:
     """What `on_event` receives.
 
-    kind: built, hit, evicted, closed, invalidated or build_failed.
+    Attributes:
+        kind: built, hit, evicted, closed, invalidated or build_failed.
+        agent_id: The agent the event is about.
+        error: What went wrong, on build_failed and on a close that raised.
     """
 
     kind: str
@@ -139,6 +167,9 @@ class RuntimeCache:
     ``max_instances <= 0`` means `DEFAULT_MAX_INSTANCES`. ``on_event`` (optional)
     receives a `CacheEvent` for every build, hit, eviction, close,
     invalidation and failed build; ``logger`` receives close errors.
+
+    Attributes:
+        max_instances: How many instances the cache holds at most.
     """
 
     def __init__(
@@ -181,6 +212,7 @@ class RuntimeCache:
 
     @property
     def stats(self) -> CacheStats:
+        """The counters now, as a frozen `CacheStats`."""
         return CacheStats(
             hits=self._hits,
             misses=self._misses,
