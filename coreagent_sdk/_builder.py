@@ -20,12 +20,19 @@ class SecretSource(Protocol):
 
     async def resolve_secrets(
         self, agent_id: str, skill_names: tuple[str, ...]
-    ) -> Mapping[str, str]: ...
+    ) -> Mapping[str, str]:
+        """The secrets of agent `agent_id` for these skills, by name."""
+        ...
 
 
 @attrs.frozen
 class ModelDefaults:
-    """Model and provider for agents whose config leaves them empty."""
+    """Model and provider for agents whose config leaves them empty.
+
+    Attributes:
+        model: The model an agent without one gets.
+        provider: The provider an agent without one gets.
+    """
 
     model: str = ""
     provider: str = ""
@@ -38,7 +45,20 @@ def _secrets_repr(value: Mapping[str, str]) -> str:
 
 @attrs.frozen
 class RuntimeSpec:
-    """Everything the factory needs to make one agent's runtime instance."""
+    """Everything the factory needs to make one agent's runtime instance.
+
+    Attributes:
+        agent_id: The agent's id.
+        slug: The agent's slug.
+        name: The agent's display name.
+        system_prompt: The persona, or a short default naming the agent.
+        model: The model, the defaults' when the agent has none.
+        provider: The provider, the defaults' when the agent has none.
+        skills: The agent's own skill names.
+        skill_defs: The definitions of those skills, from the catalog.
+        secrets: This agent's secrets, by name (never shown in a repr).
+        options: The builder's base options, read-only.
+    """
 
     agent_id: str
     slug: str
@@ -62,6 +82,13 @@ class BuilderConfig:
     ``factory(spec)`` makes the instance (sync or async). ``skill_catalog``,
     when given, is every skill there is: an agent's own subset is selected
     from it and an unknown name is an error.
+
+    Attributes:
+        factory: Makes the instance from a `RuntimeSpec` (sync or async).
+        defaults: The `ModelDefaults` for agents without a model or provider.
+        base_options: Options every spec carries.
+        secrets: The `SecretSource` asked for each agent's secrets (None: no secrets).
+        skill_catalog: Every skill there is, by name (None: skills are not checked).
     """
 
     factory: Factory
@@ -79,6 +106,9 @@ class AgentBuilder:
     - only the agent's own skills are selected;
     - the `SecretSource` is asked with the agent's id and its own skill names,
       and the map it returns is copied into that instance's spec alone.
+
+    Attributes:
+        config: The `BuilderConfig` it builds with.
     """
 
     def __init__(self, config: BuilderConfig) -> None:
@@ -121,6 +151,7 @@ class AgentBuilder:
         )
 
     async def build(self, cfg: AgentConfig) -> Any:
+        """The instance the factory makes from `cfg`'s spec (awaited when async)."""
         made = self.config.factory(await self.spec(cfg))
         if inspect.isawaitable(made):
             made = await made
