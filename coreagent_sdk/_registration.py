@@ -29,7 +29,13 @@ _log = logging.getLogger("coreagent_sdk.registration")
 
 @attrs.frozen
 class RegistrationEvent:
-    """What `on_event` receives: registered, heartbeat, heartbeat_failed, deregistered."""
+    """What `on_event` receives: registered, heartbeat, heartbeat_failed, deregistered.
+
+    Attributes:
+        kind: registered, heartbeat, heartbeat_failed or deregistered.
+        name: The registered name.
+        error: What went wrong, on heartbeat_failed (scrubbed of tokens).
+    """
 
     kind: str
     name: str
@@ -66,6 +72,17 @@ class PeerRegistration:
     or pruned it) leads to a fresh registration. Errors inside the loop are
     logged and reported through `on_event`, never raised into your code; a
     failure to register on entry raises `RegistrationError`.
+
+    Attributes:
+        hub_url: The hub's base URL, checked when given.
+        timeout: Seconds each request to the hub may take.
+        name: The name registered.
+        endpoint: The base URL registered, where callers reach this process.
+        labels: The labels registered.
+        ttl: The lease asked for, in seconds.
+        heartbeats: Heartbeats the hub accepted so far.
+        registrations: Registrations made so far (a forgotten one is redone).
+        record: The hub's `PeerRecord` of the registration (None when not registered).
     """
 
     def __init__(
@@ -121,6 +138,7 @@ class PeerRegistration:
 
     @property
     def registration_id(self) -> str:
+        """The hub's id of the registration ("" when not registered)."""
         return self.record.registration_id if self.record is not None else ""
 
     def _emit(self, kind: str, error: str | None = None) -> None:
