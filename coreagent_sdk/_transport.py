@@ -63,6 +63,9 @@ class ASGITransport(httpx.AsyncBaseTransport):
     leaving `client.stream(...)`) tells the app the client disconnected and
     cancels it, so no task outlives the response. An app that raises before
     answering raises `ASGIAppError` (an `httpx.TransportError`).
+
+    Attributes:
+        app: The ASGI app requests go to.
     """
 
     def __init__(self, app: Any, *, client: tuple[str, int] = ("127.0.0.1", 123)) -> None:
@@ -74,6 +77,7 @@ class ASGITransport(httpx.AsyncBaseTransport):
         return f"ASGITransport({self._name})"
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Run the app on `request`; the response streams as the app sends its body."""
         body = await request.aread()
         url = request.url
         scope = {
@@ -162,6 +166,10 @@ class RoutingTransport(httpx.AsyncBaseTransport):
 
     One client can then reach many in-process daemons by URL. A host with no
     route goes to `default`, or raises `NoRouteError` naming the known hosts.
+
+    Attributes:
+        routes: Transports by host (lower case, optionally ``host:port``).
+        default: Where a host with no route goes (None: `NoRouteError`).
     """
 
     def __init__(
@@ -182,6 +190,7 @@ class RoutingTransport(httpx.AsyncBaseTransport):
         self.routes[host.lower()] = transport
 
     def unmount(self, host: str) -> None:
+        """Remove the route of `host` (nothing if there is none)."""
         self.routes.pop(host.lower(), None)
 
     def _pick(self, url: httpx.URL) -> httpx.AsyncBaseTransport:
@@ -201,9 +210,11 @@ class RoutingTransport(httpx.AsyncBaseTransport):
         )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Send `request` through the transport of its host."""
         return await self._pick(request.url).handle_async_request(request)
 
     async def aclose(self) -> None:
+        """Close nothing: the routes are shared, and whoever made one closes it."""
         # Routes (and the default) are shared by every client of a fleet:
         # closing one client must not close them for the others. Whoever made
         # a network default closes it.
