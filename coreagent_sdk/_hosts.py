@@ -31,7 +31,11 @@ def _norm(host: str) -> str:
 
 
 class HostAllowList:
-    """Hosts a caller may dial: exact names or `*.suffix`, each optionally with `:port`."""
+    """Hosts a caller may dial: exact names or `*.suffix`, each optionally with `:port`.
+
+    Attributes:
+        patterns: The patterns, in the order given.
+    """
 
     def __init__(self, patterns: Iterable[str]) -> None:
         if isinstance(patterns, str):
