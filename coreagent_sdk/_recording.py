@@ -186,6 +186,13 @@ class RecordingEntry:
     ``t`` is seconds since the recording started; ``data`` the decoded JSON
     (or the raw text of a frame that was not JSON); ``event`` the frame's
     event type; ``message`` an inject's prompt.
+
+    Attributes:
+        t: Seconds since the recording started.
+        kind: session, inject or frame.
+        data: The decoded JSON (or a frame's raw text when it was not JSON).
+        event: A frame's event type.
+        message: An inject's prompt.
     """
 
     t: float
@@ -195,6 +202,7 @@ class RecordingEntry:
     message: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The entry as one line of a recording file (JSON-ready)."""
         out: dict[str, Any] = {"t": round(self.t, 6), "kind": self.kind}
         if self.event is not None:
             out["event"] = self.event
@@ -274,6 +282,14 @@ class Recording:
 
     ``host`` is the daemon's address as dialed; ``peer`` the name the call
     used for it (`CallPeer` says it; empty for a direct `AttachClient`).
+
+    Attributes:
+        host: The daemon's address as dialed.
+        session_id: The recorded session's id.
+        entries: What was recorded, in order.
+        recorded_at: When the recording started (ISO 8601, UTC).
+        truncated: True when a bound (frames, bytes, one event's size) cut it short.
+        peer: The name the call used for the daemon ("" for a direct `AttachClient`).
     """
 
     host: str
@@ -284,6 +300,7 @@ class Recording:
     peer: str = attrs.field(default="", kw_only=True)
 
     def header(self) -> dict[str, Any]:
+        """The first line of a recording file: format, version and where it came from."""
         out: dict[str, Any] = {
             "format": RECORDING_FORMAT,
             "version": RECORDING_VERSION,
@@ -453,6 +470,11 @@ class SessionRecorder:
     frames, ``max_bytes`` the memory its kept entries take (each charged an
     upper bound of its decoded size before it is decoded; see `held_bytes`).
     `recordings` lists one `Recording` per session, in the order first seen.
+
+    Attributes:
+        max_frames: The most frames kept per session.
+        max_bytes: The most memory one session's kept entries may take.
+        recordings: One `Recording` per session, in the order first seen.
     """
 
     def __init__(
@@ -555,7 +577,12 @@ def _text(body: bytes) -> str:
 
 
 class RecordingTransport(httpx.AsyncBaseTransport):
-    """Passes every request to `inner`; tees the session answers and event streams it sees."""
+    """Passes every request to `inner`; tees the session answers and event streams it sees.
+
+    Attributes:
+        inner: The transport requests go through (the real network when none was given).
+        recorder: The `SessionRecorder` that keeps what it sees.
+    """
 
     def __init__(self, inner: httpx.AsyncBaseTransport | None, recorder: SessionRecorder) -> None:
         self.inner = inner if inner is not None else httpx.AsyncHTTPTransport()
@@ -566,10 +593,12 @@ class RecordingTransport(httpx.AsyncBaseTransport):
         return f"RecordingTransport({self.inner!r})"
 
     async def aclose(self) -> None:
+        """Close the inner transport when this one made it."""
         if self._owns_inner:
             await self.inner.aclose()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Send `request` through `inner`, recording session answers and event streams."""
         path = request.url.path
         creating = request.method == "POST" and path.rstrip("/") == "/sessions"
         match = _SESSION_PATH.match(path)
