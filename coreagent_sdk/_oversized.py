@@ -50,6 +50,11 @@ class OversizedFrame:
     is the `AgentFrame` read from its two ends, whose text is only the part
     the first bytes held (a prefix of the whole); None when it could not be
     read (not an `agent` event, or its ends are not the daemon's JSON).
+
+    Attributes:
+        event_type: The event's SSE event type.
+        size: The bytes of data the event held.
+        frame: The `AgentFrame` read from its two ends, or None.
     """
 
     event_type: str
