@@ -27,6 +27,7 @@ import httpx
 __all__ = ["DEFAULT_REQUEST_TIMEOUT", "NO_HTTPX_TIMEOUT", "governed", "outer_deadline", "within"]
 
 DEFAULT_REQUEST_TIMEOUT = 30.0
+"""Seconds one request of an `AttachClient` or `HubDirectory` may take, unless told otherwise."""
 # Under a deadline, httpx's own per-operation timeouts only get in the way.
 NO_HTTPX_TIMEOUT = httpx.Timeout(None)
 
