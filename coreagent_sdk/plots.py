@@ -20,6 +20,7 @@ OUTCOME_COLOURS = {
     "failed": "#cf222e",
     "running": "#0969da",
 }
+"""The colour of each call outcome in `delegation_timeline`, by state."""
 
 
 def _pyplot() -> Any:
