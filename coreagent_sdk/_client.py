@@ -112,6 +112,10 @@ class AttachClient:
     ``http_client`` shares an existing `httpx.AsyncClient` instead (it is then
     not closed by `aclose()`). The token is sent as `Authorization: Bearer`
     and never shown in reprs or errors.
+
+    Attributes:
+        base_url: The daemon's base URL, checked when given.
+        timeout: Seconds each request may take (None: no bound of its own).
     """
 
     def __init__(
