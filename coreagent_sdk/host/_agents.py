@@ -64,6 +64,14 @@ class Turn:
     ``- message`` line each (``messages`` keeps them apart). ``prompt_id`` is
     the turn's own id, minted at turn start as a daemon does; it is not the id
     any inject answered with.
+
+    Attributes:
+        agent: The hosted agent's name (the author of its events).
+        prompt: The text the model sees.
+        prompt_id: The turn's own id.
+        invocation_id: The invocation id its events carry.
+        messages: The queued messages the turn drained, one per entry.
+        tokens_out: Output tokens counted so far (what `turn-complete` reports).
     """
 
     def __init__(
@@ -178,6 +186,7 @@ class Turn:
         raise TurnAbandoned()
 
     async def sleep(self, seconds: float) -> None:
+        """Wait `seconds` inside the turn (a slow model, in a behaviour)."""
         await asyncio.sleep(seconds)
 
 
