@@ -37,7 +37,12 @@ def rfc3339(t: float) -> str:
 
 @attrs.frozen
 class Identity:
-    """Who a token belongs to, as the daemon's token table says."""
+    """Who a token belongs to, as the daemon's token table says.
+
+    Attributes:
+        name: The identity's name (the owner of what it registers and opens).
+        admin: Whether it may see and manage everyone's sessions and registrations.
+    """
 
     name: str
     admin: bool = False
@@ -100,6 +105,9 @@ class PeerRegistry:
     third of their lease, as real daemons do. No task runs for them: their
     lease is brought up to date when it is read, on the registry's clock, so
     a fleet of any size idles for free and a `FakeClock` jump keeps them.
+
+    Attributes:
+        clock: The clock leases and prune ticks read.
     """
 
     def __init__(self, clock: Clock | None = None) -> None:
@@ -251,6 +259,7 @@ class PeerRegistry:
 
     @staticmethod
     def may_manage(entry: _Entry, caller: Identity | None) -> bool:
+        """Whether `caller` may change `entry`: its owner, an admin, or anyone on an open hub."""
         if caller is None or caller.admin:
             return True
         return entry.owner == caller.name
@@ -271,6 +280,7 @@ class PeerRegistry:
         return listed
 
     def get(self, name: str) -> _Entry | None:
+        """The live entry for `name` (None if none), after pruning lapsed leases."""
         self.prune()
         return self.lookup(name)
 
@@ -312,6 +322,7 @@ class PeerRegistry:
         return self._by_name.pop(name, None) is not None
 
     def set_endpoint(self, name: str, endpoint: str) -> None:
+        """Point `name`'s entry at `endpoint` (nothing if it is not registered)."""
         entry = self._by_name.get(name)
         if entry is not None:
             entry.endpoint = endpoint
