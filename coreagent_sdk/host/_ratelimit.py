@@ -41,7 +41,12 @@ def _positive(name: str) -> Callable[[object, object, object], None]:
 
 @attrs.frozen
 class SessionRateLimit:
-    """How fast one caller may open sessions; the defaults are the daemon's (5, then 10/min)."""
+    """How fast one caller may open sessions; the defaults are the daemon's (5, then 10/min).
+
+    Attributes:
+        per_minute: Sessions a caller may open per minute, once its burst is spent.
+        burst: Sessions a caller may open at once before the rate applies.
+    """
 
     per_minute: float = attrs.field(default=DEFAULT_PER_MINUTE, validator=_positive("per_minute"))
     burst: int = attrs.field(default=DEFAULT_BURST, validator=_positive("burst"))
