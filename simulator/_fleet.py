@@ -62,7 +62,12 @@ def _call_peer(make_directory: Callable[..., HubDirectory], kwargs: dict[str, An
 
 
 class PortInUseError(OSError):
-    """`Fleet.serve(port=N)`: a port the fleet needs is taken (`port` says which)."""
+    """`Fleet.serve(port=N)`: a port the fleet needs is taken (`port` says which).
+
+    Attributes:
+        errno: `errno.EADDRINUSE`, as the socket's own error has it.
+        port: The port that was taken.
+    """
 
     def __init__(self, message: str, port: int) -> None:
         super().__init__(message)
@@ -139,6 +144,20 @@ class Fleet:
     in `behavior_errors` and re-raises the first, with its traceback, from
     `check_behaviors()`, which `close()` and `aclose()` call (the `fleet`
     fixture's teardown, so a buggy behaviour cannot pass a test quietly).
+
+    Attributes:
+        joined: The URL of the hub this fleet joined (``hub=``), else None.
+        tokens: Bearer tokens by identity for a protected fleet (empty: open).
+        domain: The in-process domain of its URLs (``http://<name>.<domain>``).
+        session_rate_limit: The `SessionRateLimit` every peer applies (None: off).
+        session_idle_timeout: Seconds before an idle session is evicted.
+        registry: The hub's `PeerRegistry`: names, endpoints, labels and leases.
+        transport: The in-process `RoutingTransport` that reaches every daemon.
+        daemons: Every simulated daemon by name, the hub included.
+        hub: The hub's daemon.
+        raise_behavior_errors: Whether `check_behaviors()` re-raises a behaviour's exception.
+        behavior_errors: The exceptions behaviours raised, kept while
+            ``raise_behavior_errors`` is on.
     """
 
     def __init__(
@@ -328,6 +347,7 @@ class Fleet:
             self.registry.keep_alive(name)
 
     def peer(self, name: str) -> Daemon:
+        """The daemon named `name` (a KeyError listing the names there are, if none)."""
         try:
             return self.daemons[name]
         except KeyError:
@@ -586,6 +606,12 @@ class ServedFleet:
     also routes those hosts in-process, so tools made from the fleet (before
     or after serving) keep calling in-process; `call_peer()` here goes over
     the sockets.
+
+    Attributes:
+        fleet: The `Fleet` being served.
+        urls: Each daemon's loopback base URL, by name (the hub's too).
+        membership: The fleet's membership of a joined hub (registrations and
+            heartbeats over HTTP); None when it uses its own hub.
     """
 
     def __init__(self, fleet: Fleet) -> None:
@@ -721,6 +747,7 @@ class ServedFleet:
 
     @property
     def hub_url(self) -> str:
+        """The hub's URL: the loopback one, or the joined hub's."""
         return self.fleet.joined if self.fleet.joined is not None else self.urls[_HUB]
 
     def directory(self, labels: Mapping[str, str] | None = None, **kwargs: Any) -> HubDirectory:
