@@ -37,6 +37,16 @@ class RosterEntry:
     registered; a heartbeating peer renews it at a third of its TTL);
     ``heartbeat`` is False for a peer added with ``heartbeat=False``; ``url``
     is the loopback URL while the fleet is served.
+
+    Attributes:
+        name: The peer's name.
+        endpoint: The in-process base URL it registered (``http://<name>.sim``).
+        labels: Its labels.
+        behavior: What its turns do (the behaviour's name, such as ``narrate``).
+        state: live (registered) or expired (not listed).
+        lease_left: Seconds until its lease lapses; None when not registered.
+        heartbeat: False for a peer added with ``heartbeat=False``.
+        url: Its loopback URL while the fleet is served; else None.
     """
 
     name: str
