@@ -21,13 +21,15 @@ class StreamAborted(Exception):
 class Faults:
     """What goes wrong on one daemon; change the fields at any time, `clear()` to heal.
 
-    - ``latency``: seconds added before every request is handled;
-    - ``error_status``: answer every request whose path starts with one of
-      ``error_paths`` (all paths when empty) with this status (e.g. 503);
-    - ``drop_streams_after``: close each event stream after this many frames;
-    - ``abort_streams_after``: break each event stream after this many frames, as a
-      crashing daemon would (no clean end of the body);
-    - ``malformed_frames``: send a frame whose data is not JSON before each real one.
+    Attributes:
+        latency: Seconds added before every request is handled.
+        error_status: Answer every request whose path starts with one of
+            ``error_paths`` with this status (e.g. 503); None: no error.
+        error_paths: Path prefixes `error_status` applies to (all paths when empty).
+        drop_streams_after: Close each event stream after this many frames.
+        abort_streams_after: Break each event stream after this many frames, as a
+            crashing daemon would (no clean end of the body).
+        malformed_frames: Send a frame whose data is not JSON before each real one.
     """
 
     latency: float = 0.0
