@@ -16,13 +16,18 @@ class SimulatedBuildError(RuntimeError):
 
 
 class SimulatedConfigLoader:
-    """Agent configs held in memory; `put()` changes one (then `invalidate` to pick it up)."""
+    """Agent configs held in memory; `put()` changes one (then `invalidate` to pick it up).
+
+    Attributes:
+        loads: How many times a whole config was loaded (`load_config` calls).
+    """
 
     def __init__(self, configs: Iterable[AgentConfig] = ()) -> None:
         self._configs = {c.id: c for c in configs}
         self.loads = 0
 
     def put(self, cfg: AgentConfig) -> None:
+        """Add or replace the config of agent `cfg.id`."""
         self._configs[cfg.id] = cfg
 
     def _get(self, agent_id: str) -> AgentConfig:
@@ -35,15 +40,24 @@ class SimulatedConfigLoader:
             ) from None
 
     async def agent_slug(self, agent_id: str) -> str:
+        """The agent's slug (a LookupError naming the known agents, if unknown)."""
         return self._get(agent_id).slug
 
     async def load_config(self, agent_id: str) -> AgentConfig:
+        """The agent's config, counted in `loads`."""
         self.loads += 1
         return self._get(agent_id)
 
 
 class SimulatedRuntime:
-    """A stand-in for an agent runtime: remembers its config and whether it was closed."""
+    """A stand-in for an agent runtime: remembers its config and whether it was closed.
+
+    Attributes:
+        cfg: The `AgentConfig` it was built from.
+        serial: Its build number on its builder (1 for the first).
+        closed: Whether it was closed.
+        close_calls: How many times `aclose()` was called (the cache calls it once).
+    """
 
     def __init__(self, cfg: AgentConfig, serial: int) -> None:
         self.cfg = cfg
@@ -56,17 +70,26 @@ class SimulatedRuntime:
         return f"SimulatedRuntime({self.cfg.id!r} #{self.serial}, {state})"
 
     async def answer(self, prompt: str) -> str:
+        """``[slug] prompt``; a RuntimeError once closed."""
         if self.closed:
             raise RuntimeError(f"simulator: runtime of {self.cfg.id!r} is closed")
         return f"[{self.cfg.slug}] {prompt}"
 
     async def aclose(self) -> None:
+        """Close it (counted in `close_calls`)."""
         self.close_calls += 1
         self.closed = True
 
 
 class SimulatedBuilder:
-    """Builds `SimulatedRuntime`s after `latency` seconds; fails at `failure_rate` (seeded)."""
+    """Builds `SimulatedRuntime`s after `latency` seconds; fails at `failure_rate` (seeded).
+
+    Attributes:
+        latency: Seconds each build takes.
+        failure_rate: The share of builds that fail with `SimulatedBuildError`.
+        built: Every runtime built, in order.
+        failures: How many builds failed.
+    """
 
     def __init__(
         self, latency: float = 0.0, failure_rate: float = 0.0, seed: int | None = 0
@@ -80,6 +103,7 @@ class SimulatedBuilder:
         self.failures = 0
 
     async def build(self, cfg: AgentConfig) -> SimulatedRuntime:
+        """A new `SimulatedRuntime` for `cfg`, after `latency` (or a simulated failure)."""
         if self.latency > 0:
             await asyncio.sleep(self.latency)
         else:
