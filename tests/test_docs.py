@@ -324,6 +324,33 @@ def test_every_public_member_has_a_description_and_the_known_gaps_only_shrink() 
     assert sorted(known - undocumented) == [], f"documented now: remove them from {GAPS.name}"
 
 
+def test_the_documented_nbconvert_options_show_a_views_html_instead_of_an_empty_box(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("ipywidgets")
+    import nbclient
+    import nbformat
+    from nbconvert import HTMLExporter
+    from traitlets.config import Config
+
+    guide = (ROOT / "docs" / "guides" / "notebooks.md").read_text()
+    command = guide.split("<!-- nbconvert:start -->")[1].split("<!-- nbconvert:end -->")[0]
+    priority = re.findall(r"--NbConvertBase\.display_data_priority=(\S+)", command)
+    assert priority and priority[0] == "text/html"
+    source = "from coreagent_sdk.widgets import CallLogView\nview = CallLogView()\nview"
+    made = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+    made.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Py"}
+    nbclient.NotebookClient(made, timeout=60, kernel_name="python3").execute()
+    assert "application/vnd.jupyter.widget-view+json" in made.cells[0].outputs[0]["data"]
+    config = Config({"NbConvertBase": {"display_data_priority": priority}})
+    page, _ = HTMLExporter(config=config).from_notebook_node(made)
+    view = '<script type="application/vnd.jupyter.widget-view+json">'
+    assert "CallLog: 0 (no calls yet)" in Page(page).text and view not in page
+    # nbconvert's default renders the widget view: an empty box without its CDN script.
+    default, _ = HTMLExporter().from_notebook_node(made)
+    assert view in default
+
+
 def test_the_notebooks_and_guides_are_part_of_the_site(site: Path) -> None:
     for stem in ("01_delegation", "02_truncation", "03_eviction"):
         assert (site / "notebooks" / stem / "index.html").is_file()
