@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ._builder import AgentBuilder, BuilderConfig, ModelDefaults, RuntimeSpec, SecretSource
 from ._call_peer import (
+    DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_TIMEOUT,
     DEFAULT_TOOL_NAME,
@@ -23,6 +24,7 @@ from ._client import AttachClient
 from ._clock import Clock, FakeClock, SystemClock
 from ._deadline import DEFAULT_REQUEST_TIMEOUT
 from ._directory import (
+    DEFAULT_HUB_CONNECTIONS,
     Directory,
     DirectoryFunc,
     HubDirectory,
@@ -98,6 +100,8 @@ __all__ = [
     "Capabilities",
     "Clock",
     "ConfigLoader",
+    "DEFAULT_HUB_CONNECTIONS",
+    "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_INSTANCES",
     "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_REQUEST_TIMEOUT",

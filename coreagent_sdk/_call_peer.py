@@ -26,19 +26,21 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import fnmatch
+import functools
 import inspect
 import itertools
 import json
 import logging
 import re
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 import httpx
 
-from . import _display, _tracing
+from . import _display, _metrics, _tracing
 from ._asyncio_only import require_asyncio
 from ._client import MULTI_SESSION_HINT, AttachClient
 from ._clock import Clock, SystemClock
@@ -47,11 +49,13 @@ from ._directory import Directory, HubDirectory, Peer, lookup_peer, read_token
 from ._endpoint import endpoint_problem, shown_url
 from ._hosts import HostAllowList
 from ._http import LoopBoundClient
+from ._loop_thread import LoopThread
 from ._oversized import OversizedFrame
 from ._quote import go_quote, quoted_names
 from ._rate_limit import waiting_out_rate_limits
 from ._recording import recording_peer
 from ._scrub import scrub, server_text
+from ._slots import CallSlots
 from ._sse import MAX_EVENT_BYTES
 from ._wire import AgentEvent, AgentFrame, Frame, TurnComplete, TurnError
 from .errors import (
@@ -77,6 +81,7 @@ from .errors import (
 from .jupyter import run_sync
 
 __all__ = [
+    "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_TIMEOUT",
     "DEFAULT_TOOL_NAME",
@@ -96,6 +101,13 @@ MAX_TIMEOUT = 900.0
 """The largest `timeout=` a `CallPeer` accepts, in seconds."""
 DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024
 """The byte cap of an answer (UTF-8 bytes), unless `max_response_bytes=` says otherwise."""
+DEFAULT_MAX_CONNECTIONS = 100
+"""Connections to peers one `CallPeer` may hold open per event loop, unless `max_connections=`.
+
+A call holds two at once (its event stream and a request), so this admits 50
+calls at once per loop; more wait, inside their own deadline. 100 sockets
+stay well inside a `ulimit -n` of 1024 beside an app's own.
+"""
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what OpenAI and Anthropic both accept
 _SEPARATOR = "\n\n"
@@ -296,13 +308,19 @@ def _timeout_advice() -> str:
 class _Call:
     """What one call knows so far, for errors and events."""
 
-    __slots__ = ("id", "peer", "session_id", "started")
+    __slots__ = ("forget", "id", "injected", "peer", "resolved", "session_id", "started", "waiting")
 
     def __init__(self, peer: str) -> None:
         self.id = next(_call_ids)
         self.peer = peer
         self.session_id = ""
         self.started = time.perf_counter()
+        # Whether the prompt may have reached the peer: from then on a retry may run it twice.
+        self.injected = False
+        self.resolved = False  # the directory knew the name (metrics name only such peers)
+        self.waiting = False  # waiting for a free connection (see max_connections)
+        # Deletes the session after the answer (delete_sessions=True); None: nothing to do.
+        self.forget: Callable[[], Awaitable[None]] | None = None
 
     def elapsed_ms(self) -> int:
         return int((time.perf_counter() - self.started) * 1000)
@@ -322,6 +340,18 @@ class CallPeer:
     otherwise the 429 is `PeerRateLimitedError` with `retry_after`.
     ``allowed_hosts`` limits the hosts it may dial (None: any).
 
+    ``max_connections`` caps the connections to peers per event loop (a call
+    holds two, so ``max_connections // 2`` calls run at once; more wait for a
+    free one inside their own deadline). ``delete_sessions=True`` deletes each
+    call's session on the peer once its whole answer is read (best effort,
+    within what is left of the deadline; a truncated answer's session is kept,
+    it holds the rest). ``meter_provider`` records OpenTelemetry metrics (None:
+    the global provider, if one is set; see the web-service guide).
+
+    The sync form (``tool(peer, prompt)``) is safe from any number of threads:
+    its calls run on one event loop on a thread of the tool's own, which keeps
+    their connections pooled between calls. `close()` (or `aclose()`) stops it.
+
     Attributes:
         directory: Resolves peer names to endpoints, asked on every call.
         token_env: The environment variable holding the bearer token (None: no token).
@@ -331,6 +361,8 @@ class CallPeer:
         gate: Called as ``gate(tool, peer)`` before each call; raises to refuse.
         allowed_hosts: The `HostAllowList` of hosts this tool may dial (None: any).
         wait_on_rate_limit: Whether a 429 that fits the deadline is waited out.
+        max_connections: Connections to peers per event loop (two per call).
+        delete_sessions: Whether each answered call's session is deleted on the peer.
     """
 
     def __init__(
@@ -350,7 +382,19 @@ class CallPeer:
         wait_on_rate_limit: bool = False,
         clock: Clock | None = None,
         allowed_hosts: Iterable[str] | HostAllowList | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        delete_sessions: bool = False,
+        meter_provider: Any = None,
     ) -> None:
+        if (
+            isinstance(max_connections, bool)
+            or not isinstance(max_connections, int)
+            or max_connections < 2
+        ):
+            raise ValueError(
+                "call_peer: max_connections must be an int >= 2 (a call holds two connections "
+                f"at once), got {max_connections!r}; the default is {DEFAULT_MAX_CONNECTIONS}"
+            )
         if (
             isinstance(timeout, bool)
             or not isinstance(timeout, (int, float))
@@ -401,7 +445,15 @@ class CallPeer:
         self._environ = environ
         self._on_event = on_event
         self._log = logger if logger is not None else _log
-        self._http = LoopBoundClient(transport)
+        self.max_connections = max_connections
+        self._http = LoopBoundClient(transport, max_connections)
+        self._slots = CallSlots(max_connections // 2)
+        self.delete_sessions = bool(delete_sessions)
+        self._meter_provider = meter_provider
+        # Sync calls run here. Collected with the tool: its loop closes its own connections.
+        self._loop_thread = LoopThread(f"coreagent-{name}")
+        self._release = functools.partial(_release, self._http, directory)
+        weakref.finalize(self, self._loop_thread.stop, self._release).atexit = False
         # Hosts this tool may dial (None: any); checked before anything is sent.
         self.allowed_hosts = (
             allowed_hosts
@@ -472,14 +524,22 @@ class CallPeer:
     # ------------------------------------------------------------------ calling
 
     def __call__(self, peer: str, prompt: str) -> CallPeerResult:
-        """Synchronous `acall`, on a loop of its own (see `run_sync`; works in Jupyter).
+        """Synchronous `acall`, safe from any thread (works in Jupyter too).
 
-        Inside a running loop the caller's loop waits for the call; ``await
-        acall(...)`` there instead to keep that loop's other tasks running.
+        Every sync call of this tool runs on one event loop, on a thread the
+        tool starts on first use, so connections are reused between calls
+        and threads never share async state. Inside a running loop the
+        caller's loop waits for the call; ``await acall(...)`` there instead
+        to keep that loop's other tasks running.
         """
-        marked = _blocked_loop.set(_running_loop())
+        marked = _blocked_loop.set(_running_loop())  # the context goes with the call
         try:
-            return run_sync(self._acall_and_release(peer, prompt))
+            if self._loop_thread.owns_current_thread():
+                # Called from code running on the tool's own loop (a hook, a behaviour):
+                # waiting for that loop here would wait forever, so this one call gets a
+                # loop of its own.
+                return run_sync(self._acall_and_release(peer, prompt))
+            return self._loop_thread.run(self.acall(peer=peer, prompt=prompt))
         finally:
             _blocked_loop.reset(marked)
 
@@ -489,13 +549,24 @@ class CallPeer:
         try:
             return await self.acall(peer=peer, prompt=prompt)
         finally:
-            await self.aclose()
+            await self._release()
+
+    def close(self) -> None:
+        """Stop the sync calls' loop thread, closing its connections; the tool stays usable.
+
+        For apps that only make sync calls (a WSGI app's shutdown hook). A sync
+        call still in flight is cancelled. `aclose()` does this too.
+        """
+        self._loop_thread.close(self._release)
 
     async def aclose(self) -> None:
-        """Release pooled connections (a `HubDirectory`'s too); the tool stays usable."""
-        await self._http.aclose()
-        if isinstance(self.directory, HubDirectory):
-            await self.directory.aclose()
+        """Release pooled connections (a `HubDirectory`'s too) and stop the sync calls' loop.
+
+        The tool stays usable: the next call opens what it needs again.
+        """
+        await self._release()
+        if not self._loop_thread.owns_current_thread():
+            await asyncio.wrap_future(self._loop_thread.stop(self._release))
 
     async def __aenter__(self) -> CallPeer:
         return self
@@ -507,10 +578,59 @@ class CallPeer:
         """Ask `peer` to answer `prompt`; see the class and module docs for the rules."""
         require_asyncio(self.name)
         call = _Call(peer if isinstance(peer, str) else "")
+        metrics = _metrics.call_metrics(self._meter_provider)  # None: nothing records
         span = _tracing.call_span(self.name, call.peer)  # None without OpenTelemetry
-        if span is None:
-            return await self._acall(call, peer, prompt)
-        return await span.run(call, self._acall(call, peer, prompt))
+        try:
+            if span is None:
+                result = await self._acall(call, peer, prompt)
+            else:
+                result = await span.run(call, self._acall(call, peer, prompt))
+        except BaseException as exc:
+            if metrics is not None:
+                self._measure(metrics, call, exc)
+            raise
+        if metrics is not None:
+            self._measure(metrics, call, None, truncated=result.truncated)
+        if call.forget is not None:
+            await self._forget(call)
+        return result
+
+    def _measure(
+        self,
+        metrics: _metrics.CallMetrics,
+        call: _Call,
+        error: BaseException | None,
+        truncated: bool = False,
+    ) -> None:
+        try:
+            metrics.record(
+                tool=self.name,
+                peer=call.peer if call.resolved else None,
+                seconds=time.perf_counter() - call.started,
+                error=error,
+                truncated=truncated,
+            )
+        except Exception:  # a broken exporter must not change the call's outcome
+            self._log.warning("%s: recording metrics failed", self.name, exc_info=True)
+
+    async def _forget(self, call: _Call) -> None:
+        """Delete the call's session (delete_sessions=True): best effort, within the deadline."""
+        forget, call.forget = call.forget, None
+        left = self.timeout - (time.perf_counter() - call.started)
+        if forget is None or left <= 0:
+            return
+        try:
+            with governed():
+                await within(left, forget())
+        except (asyncio.TimeoutError, Exception) as exc:
+            # The answer is in hand: a session left behind costs the peer memory, not the call.
+            self._log.info(
+                "%s: could not delete session %s on peer %r: %s",
+                self.name,
+                call.session_id,
+                call.peer,
+                "the deadline passed" if isinstance(exc, asyncio.TimeoutError) else exc,
+            )
 
     async def _acall(self, call: _Call, peer: str, prompt: str) -> CallPeerResult:
         self._emit("started", call)
@@ -530,12 +650,22 @@ class CallPeer:
                     result = await within(self.timeout, self._resolve_and_ask(call, prompt, token))
             except asyncio.TimeoutError:
                 where = f" (session {call.session_id})" if call.session_id else ""
+                if call.waiting:
+                    raise PeerTimeoutError(
+                        f"{self.name}: the call to peer {_q(peer)} waited {self.timeout:.3g} s "
+                        f"for a free connection and got none (max_connections="
+                        f"{self.max_connections}: {self._slots.calls} calls at once per event "
+                        "loop); nothing was sent. Raise max_connections, or send fewer calls "
+                        "at once"
+                    ) from None
                 raise PeerTimeoutError(
                     f"{self.name}: peer {_q(peer)} did not finish within "
                     f"{self.timeout:.3g} s{where}; no partial answer is returned. "
                     + _timeout_advice()
                 ) from None
         except CallPeerError as exc:
+            # Safe to retry exactly when the prompt cannot have reached the peer.
+            exc.retry_safe = not call.injected
             self._emit("failed", call, error=str(exc), error_type=type(exc).__name__)
             self._log.info("%s: call to %s failed: %s", self.name, _q(call.peer), exc)
             raise
@@ -561,8 +691,8 @@ class CallPeer:
         if inspect.isawaitable(verdict):
             await verdict
 
-    async def _listed(self, roster: Iterable[Peer]) -> str:
-        """The roster's names for an error message, sorted, bounded; only those the gate allows."""
+    async def _allowed_names(self, roster: Iterable[Peer]) -> tuple[str, ...]:
+        """The roster's names, sorted; only those the gate allows."""
         names = sorted({p.name for p in roster})
         if self.gate is not None:
             allowed = []
@@ -573,6 +703,11 @@ class CallPeer:
                     continue
                 allowed.append(name)
             names = allowed
+        return tuple(names)
+
+    @staticmethod
+    def _listed(names: Sequence[str]) -> str:
+        """Names for an error message, bounded."""
         # Quoted as Go's %q would: a name cannot forge a line in the model's context.
         quoted, more = quoted_names(names, most=_MAX_LISTED, budget=_MAX_LISTING)
         shown = ", ".join(quoted) + (f", and {more} more" if more else "")
@@ -591,8 +726,13 @@ class CallPeer:
 
     async def _resolve_and_ask(self, call: _Call, prompt: str, token: str | None) -> CallPeerResult:
         target = await self._resolve(call.peer)
-        with recording_peer(target.name):  # a recording names the peer it came from
-            return await self._ask(call, target, prompt, token)
+        call.resolved = True
+        slots = self._slots.here()
+        call.waiting = True
+        async with slots:  # waits inside the call's deadline, like everything else
+            call.waiting = False
+            with recording_peer(target.name):  # a recording names the peer it came from
+                return await self._ask(call, target, prompt, token)
 
     async def _resolve(self, name: str) -> Peer:
         """The peer named `name`, by the directory's by-name lookup; the roster only on a miss."""
@@ -611,14 +751,17 @@ class CallPeer:
             roster = await self._roster()
             if not roster:
                 raise UnknownPeerError(
-                    f"{self.name}: no peers are registered with this hub right now"
+                    f"{self.name}: no peers are registered with this hub right now", names=()
                 )
+            names = await self._allowed_names(roster)
             if not name.strip():
                 raise UnknownPeerError(
-                    f"{self.name}: peer is required (registered: {await self._listed(roster)})"
+                    f"{self.name}: peer is required (registered: {self._listed(names)})",
+                    names=names,
                 )
             raise UnknownPeerError(
-                f"{self.name}: unknown peer {_q(name)} (registered: {await self._listed(roster)})"
+                f"{self.name}: unknown peer {_q(name)} (registered: {self._listed(names)})",
+                names=names,
             )
         if not candidate.endpoint:
             raise InvalidEndpointError(
@@ -709,13 +852,19 @@ class CallPeer:
             step = "GET events"
             async with client.events(session, types=_READ_TYPES, cut_oversized=True) as frames:
                 step = "POST inject"
+                call.injected = True  # from here the peer may have it, whatever we hear back
                 await client.inject(session, prompt)
                 step = _READING
                 text, truncated = await self._read(call, frames)
         except CallPeerError:
             raise
         except CoreAgentError as exc:
+            if step == "POST inject" and isinstance(exc, APIStatusError) and exc.status_code < 500:
+                call.injected = False  # the daemon refused the message: no turn started
             raise self._request_error(call, exc, step) from exc
+        if self.delete_sessions and not truncated:
+            # After the answer, outside this deadline's reach: deleting never changes it.
+            call.forget = functools.partial(client.delete_session, session)
         return CallPeerResult(
             peer=target.name,
             session_id=call.session_id,
@@ -834,3 +983,10 @@ class CallPeer:
             self._on_event(event)
         except Exception:
             self._log.warning("%s: on_event hook raised on %s", self.name, kind, exc_info=True)
+
+
+async def _release(http: LoopBoundClient, directory: Directory) -> None:
+    """Close the running loop's pooled connections of a tool (and of its `HubDirectory`)."""
+    await http.aclose()
+    if isinstance(directory, HubDirectory):
+        await directory.aclose()

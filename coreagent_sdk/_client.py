@@ -281,6 +281,15 @@ class AttachClient:
         )
         return SessionCreated.from_dict(data)
 
+    async def delete_session(self, path: str | SessionCreated) -> None:
+        """`DELETE {path}`: free a session on the daemon (403 for its startup session)."""
+        await self._json(
+            "DELETE",
+            _session_path(path),
+            "delete session",
+            hint_by_status={403: "a daemon's startup session cannot be deleted"},
+        )
+
     async def list_sessions(self) -> tuple[SessionInfo, ...]:
         """`GET /sessions`."""
         return SessionList.from_dict(await self._json("GET", "/sessions", "sessions")).sessions

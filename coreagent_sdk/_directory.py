@@ -23,6 +23,7 @@ from ._wire import labels_dict
 from .errors import APIStatusError, CoreAgentError, DirectoryError
 
 __all__ = [
+    "DEFAULT_HUB_CONNECTIONS",
     "Directory",
     "DirectoryFunc",
     "HubDirectory",
@@ -32,6 +33,15 @@ __all__ = [
     "lookup_peer",
     "read_token",
 ]
+
+
+DEFAULT_HUB_CONNECTIONS = 10
+"""Connections to the hub one `HubDirectory` may hold open per event loop, unless set.
+
+Concurrent lookups with one credential share a single `GET /peers`, so a few
+connections serve any number of calls; a lookup waiting for one waits inside
+its deadline.
+"""
 
 
 @attrs.frozen
@@ -200,12 +210,17 @@ class HubDirectory:
     flight, and the request ended after the caller arrived. Sequential calls
     never share, so a lease that lapsed before a call is gone on that call.
 
+    ``max_connections`` caps the connections to the hub per event loop
+    (default `DEFAULT_HUB_CONNECTIONS`); a lookup waiting for one waits inside
+    its deadline (the call's, under `CallPeer`).
+
     Attributes:
         hub_url: The hub's base URL, checked when given.
         timeout: Seconds one lookup may take (None: no bound of its own; inside
             `CallPeer` the call's deadline governs).
         labels: Only peers with all these labels are listed (``?label=k=v``).
         allowed_hosts: The `HostAllowList` of peer hosts kept in the roster (None: any).
+        max_connections: Connections to the hub per event loop.
     """
 
     def __init__(
@@ -219,7 +234,17 @@ class HubDirectory:
         environ: Mapping[str, str] | None = None,
         timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
         allowed_hosts: Iterable[str] | HostAllowList | None = None,
+        max_connections: int = DEFAULT_HUB_CONNECTIONS,
     ) -> None:
+        if (
+            isinstance(max_connections, bool)
+            or not isinstance(max_connections, int)
+            or max_connections < 1
+        ):
+            raise ValueError(
+                f"directory: max_connections must be a positive int, got {max_connections!r}; "
+                f"the default is {DEFAULT_HUB_CONNECTIONS}"
+            )
         if token is not None and token_env is not None:
             raise ValueError(
                 "directory: pass either token= or token_env=, not both (token_env is read per call)"
@@ -236,7 +261,8 @@ class HubDirectory:
         # Each lookup's deadline; inside CallPeer the call's own deadline governs instead.
         self.timeout = None if timeout is None else float(timeout)
         self.hub_url = checked_base_url(hub_url, "directory")
-        self._http = LoopBoundClient(transport)
+        self.max_connections = max_connections
+        self._http = LoopBoundClient(transport, max_connections)
         # Peers on other hosts are left out of the roster, as if not registered.
         self.allowed_hosts = (
             allowed_hosts

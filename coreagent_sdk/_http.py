@@ -47,7 +47,10 @@ MAX_JSON_BYTES = 4 * 1024 * 1024
 # connection on every request, which made 250 concurrent calls on loopback
 # 3x slower with 128 kept. Idle ones expire before common server keep-alive
 # timeouts (uvicorn: 5 s), so a reused connection is never one being closed.
-_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=32, keepalive_expiry=4.0)
+_KEEPALIVE = 32
+_LIMITS = httpx.Limits(
+    max_connections=None, max_keepalive_connections=_KEEPALIVE, keepalive_expiry=4.0
+)
 DEFAULT_HTTP_TIMEOUT = httpx.Timeout(30.0)
 
 
@@ -73,13 +76,26 @@ def _shared_ssl_context() -> ssl.SSLContext:
         return _ssl_context
 
 
-def make_http_client(transport: httpx.AsyncBaseTransport | None) -> httpx.AsyncClient:
-    """An AsyncClient over `transport` (None: the real network, unbounded pool)."""
+def make_http_client(
+    transport: httpx.AsyncBaseTransport | None, max_connections: int | None = None
+) -> httpx.AsyncClient:
+    """An AsyncClient over `transport` (None: the real network); `max_connections` caps its pool.
+
+    A request waiting for a free connection waits without a timer of its own:
+    the caller's deadline bounds the wait, as it bounds everything else.
+    """
     # An in-process transport never dials: only the real network needs the context.
     verify: ssl.SSLContext | bool = _shared_ssl_context() if transport is None else True
+    limits = _LIMITS
+    if max_connections is not None:
+        limits = httpx.Limits(
+            max_connections=max_connections,
+            max_keepalive_connections=min(max_connections, _KEEPALIVE),
+            keepalive_expiry=_LIMITS.keepalive_expiry,
+        )
     return httpx.AsyncClient(
         transport=transport,
-        limits=_LIMITS,
+        limits=limits,
         timeout=DEFAULT_HTTP_TIMEOUT,
         trust_env=False,
         verify=verify,
@@ -152,42 +168,71 @@ def transport_failure(exc: Exception, url: str, component: str) -> CoreAgentErro
     if isinstance(exc, CoreAgentError):
         return exc
     scrub_chain(exc)  # it stays the __cause__, in httpx's words
+    said = str(exc).strip() or _SILENT.get(type(exc).__name__, "no detail given")
     return TransportFailure(
-        f"{component}: could not reach {url} ({type(exc).__name__}: {exc}); "
+        f"{component}: could not reach {url} ({type(exc).__name__}: {said}); "
         "is the daemon running and the URL right?"
     )
+
+
+# What httpx's errors mean when they come with no text (`ReadError()` from a reset
+# connection, say), so a message never ends in an empty "(ReadError: )".
+_SILENT = {
+    "ConnectError": "the connection could not be opened",
+    "ConnectTimeout": "the connection took too long to open",
+    "ReadError": "the connection broke while reading the answer",
+    "ReadTimeout": "the answer took too long to arrive",
+    "WriteError": "the connection broke while sending the request",
+    "WriteTimeout": "the request took too long to send",
+    "PoolTimeout": "no free connection in the pool in time",
+    "RemoteProtocolError": "the server closed the connection or broke HTTP",
+    "LocalProtocolError": "the request could not be sent as valid HTTP",
+    "ProxyError": "the proxy refused the request",
+}
 
 
 class LoopBoundClient:
     """One pooled `httpx.AsyncClient` per event loop, made on first use.
 
     Pooled connections belong to the loop that opened them, and closing them
-    must happen on that loop. A sync call gets a loop of its own (`asyncio.run`
-    or `run_sync`'s worker), so each loop gets its own client, and one loop's
-    client is never dropped unclosed because another loop used the tool (its
-    connections would be finalised later on no loop at all). `aclose()`
+    must happen on that loop. A tool used from several loops (an app's, and
+    the loop thread its sync calls run on) gets one client per loop, and one
+    loop's client is never dropped unclosed because another loop used the tool
+    (its connections would be finalised later on no loop at all). `aclose()`
     releases the current loop's client; clients of loops that have closed are
-    forgotten (nothing can close them any more; their loop closed their sockets).
+    forgotten (nothing can close them any more; their loop closed their
+    sockets). Safe from many threads at once: the table is only touched under
+    a lock, so one thread's cleanup never trips over another's new client.
+    ``max_connections`` caps each client's pool (None: no cap).
     """
 
-    def __init__(self, transport: httpx.AsyncBaseTransport | None) -> None:
+    def __init__(
+        self, transport: httpx.AsyncBaseTransport | None, max_connections: int | None = None
+    ) -> None:
         self._transport = transport
+        self.max_connections = max_connections
+        self._lock = threading.Lock()
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
             weakref.WeakKeyDictionary()
         )
 
     def get(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            for other in [k for k in self._clients if k.is_closed()]:
-                del self._clients[other]
-            client = self._clients[loop] = make_http_client(self._transport)
-        return client
+        with self._lock:
+            client = self._clients.get(loop)
+            if client is None:
+                self._forget_closed()
+                client = make_http_client(self._transport, self.max_connections)
+                self._clients[loop] = client
+            return client
+
+    def _forget_closed(self) -> None:
+        for other in [k for k in list(self._clients.keys()) if k.is_closed()]:
+            self._clients.pop(other, None)
 
     async def aclose(self) -> None:
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        for other in [k for k in self._clients if k.is_closed()]:
-            del self._clients[other]
+        with self._lock:
+            client = self._clients.pop(asyncio.get_running_loop(), None)
+            self._forget_closed()
         if client is not None:
             await client.aclose()

@@ -30,7 +30,7 @@ import importlib.util
 from collections.abc import Awaitable, Iterator, Mapping
 from typing import Any, TypeVar
 
-__all__ = ["AVAILABLE", "PROVIDER_NAME", "call_span", "trace_headers", "turn_span"]
+__all__ = ["AVAILABLE", "PROVIDER_NAME", "call_span", "outcome", "trace_headers", "turn_span"]
 
 AVAILABLE = importlib.util.find_spec("opentelemetry") is not None
 PROVIDER_NAME = "core-agent"  # gen_ai.provider.name: the system answering an invoke_agent
@@ -92,7 +92,7 @@ class CallSpan:
             if call.session_id:
                 span.set_attribute("gen_ai.conversation.id", call.session_id)
             span.set_attribute("error.type", type(exc).__name__)
-            span.set_attribute("coreagent.call_peer.outcome", _outcome(exc))
+            span.set_attribute("coreagent.call_peer.outcome", outcome(exc))
             span.set_attribute("coreagent.call_peer.duration_ms", call.elapsed_ms())
             # The class and the outcome say what happened; the message may quote a peer.
             span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__name__))
@@ -113,7 +113,8 @@ class CallSpan:
         return result
 
 
-def _outcome(exc: BaseException) -> str:
+def outcome(exc: BaseException) -> str:
+    """What a failed call's outcome attribute says: a short word for the error's class."""
     name = type(exc).__name__
     return {
         "PeerTimeoutError": "timeout",

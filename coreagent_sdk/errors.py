@@ -224,7 +224,19 @@ def status_error_class(status_code: int) -> type[APIStatusError]:
 
 
 class CallPeerError(CoreAgentError):
-    """A delegation through `CallPeer` failed; no partial answer is returned."""
+    """A delegation through `CallPeer` failed; no partial answer is returned.
+
+    `retry_safe` says whether calling again cannot run the task twice: True
+    when the prompt never reached the peer (refused before any request, no
+    session, a 429, a timeout before the inject), False when the peer may have
+    started the turn (the inject was sent, whatever came back). It says
+    nothing about whether a retry would succeed: see the web-service guide.
+
+    Attributes:
+        retry_safe: True when the prompt cannot have reached the peer.
+    """
+
+    retry_safe: bool = True
 
 
 class InvalidArgumentError(CallPeerError, ValueError):
@@ -232,7 +244,19 @@ class InvalidArgumentError(CallPeerError, ValueError):
 
 
 class UnknownPeerError(CallPeerError, LookupError):
-    """The name is not in the directory's roster; the message lists the roster."""
+    """The name is not in the directory's roster; the message lists the roster.
+
+    `names` holds the roster's names (sorted; only those the gate allows; all
+    of them, where the message lists the first 50), so an app can show its own
+    text instead of `str(error)`, which names every peer.
+
+    Attributes:
+        names: The roster's names the gate allows, sorted.
+    """
+
+    def __init__(self, message: str, *, names: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.names = tuple(names)
 
 
 class InvalidEndpointError(CallPeerError):
@@ -292,13 +316,14 @@ class PeerRateLimitedError(PeerRequestError):
 
 
 class PeerTurnError(CallPeerError):
-    """The peer's turn ended with a `turn-error` event.
+    """The peer's turn ended with a `turn-error` event (`retry_safe` is False: it ran).
 
     `kind` is one of `coreagent_sdk.TURN_ERROR_KINDS` (`config_error`,
     `auth_error`, `model_not_found`, `rate_limited`, `transient_network`,
     `cost_ceiling`, `watchdog`, `canceled`, `unknown`): a kind the SDK does not
     know (a newer daemon's, or a misspelt one) becomes `"unknown"`, so code can
-    match on the set without a default case. `retryable` is the peer's own verdict.
+    match on the set without a default case. `retryable` is the peer's own verdict
+    on whether the failure is passing.
 
     Attributes:
         kind: One of `TURN_ERROR_KINDS`; "unknown" for a kind the SDK does not know.
@@ -307,7 +332,10 @@ class PeerTurnError(CallPeerError):
         code: The peer's error code, when it sent one.
         hint: The peer's hint on what to do, when it sent one.
         session_id: The peer's session the turn ran in.
+        retry_safe: False: the turn ran, so a retry may run the task twice.
     """
+
+    retry_safe = False
 
     def __init__(
         self,
@@ -335,7 +363,9 @@ class PeerTimeoutError(CallPeerError, TimeoutError):
 
 
 class StreamEndedError(CallPeerError):
-    """The peer closed the event stream before its turn ended."""
+    """The peer closed the event stream before its turn ended (the turn may have run)."""
+
+    retry_safe = False
 
 
 class AsyncLibraryError(CoreAgentError, RuntimeError):

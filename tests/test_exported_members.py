@@ -31,6 +31,8 @@ SDK = {
     "Capabilities",
     "Clock",
     "ConfigLoader",
+    "DEFAULT_HUB_CONNECTIONS",
+    "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_INSTANCES",
     "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_REQUEST_TIMEOUT",
@@ -144,6 +146,8 @@ def test_the_contract_constants_have_their_documented_values() -> None:
     assert coreagent_sdk.MAX_TIMEOUT == 900.0
     assert coreagent_sdk.DEFAULT_MAX_RESPONSE_BYTES == 16 * 1024
     assert coreagent_sdk.DEFAULT_MAX_INSTANCES == 64
+    assert coreagent_sdk.DEFAULT_MAX_CONNECTIONS == 100
+    assert coreagent_sdk.DEFAULT_HUB_CONNECTIONS == 10
 
 
 def test_every_error_derives_from_core_agent_error() -> None:
