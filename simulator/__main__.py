@@ -9,10 +9,16 @@ import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from coreagent_sdk import AgentConfig, RuntimeCache
 from coreagent_sdk.errors import CallPeerError
-from coreagent_sdk.host import DEFAULT_TTL, MAX_TTL
+from coreagent_sdk.host import (
+    DEFAULT_SESSION_IDLE_TIMEOUT,
+    DEFAULT_TTL,
+    MAX_TTL,
+    SessionRateLimit,
+)
 
 from . import behaviors
 from ._fleet import Fleet, PortInUseError
@@ -20,6 +26,9 @@ from ._join import JoinError
 from ._runtime import SimulatedBuilder, SimulatedConfigLoader
 
 Row = tuple[str, str, str, float]
+# The daemon's session rate limit: a burst of 5, then 10 a minute per caller.
+DEFAULT_BURST = SessionRateLimit().burst
+DEFAULT_PER_MINUTE = SessionRateLimit().per_minute
 
 
 async def _timed(scenario: str, run: Callable[[], Awaitable[tuple[str, str]]]) -> Row:
@@ -151,13 +160,21 @@ async def serve(
     ttl: float = DEFAULT_TTL,
     join: str | None = None,
     prefix: str = "peer-",
+    session_rate_limit: SessionRateLimit | None = None,
+    session_idle_timeout: float | None = None,
 ) -> int:
     """A fleet on loopback until SIGINT or SIGTERM; 2 (one line on stderr) if it cannot serve.
 
     Its peers heartbeat at a third of `ttl`, so they stay listed for as long as it runs;
     with `join`, they register on that existing hub instead of one of our own.
+    ``session_rate_limit`` (a `SessionRateLimit`, None: off) and
+    ``session_idle_timeout`` (seconds, None: the daemon's 24 h) make the peers
+    behave as a production daemon's do.
     """
-    fleet = Fleet(hub=join)
+    options: dict[str, Any] = {"session_rate_limit": session_rate_limit}
+    if session_idle_timeout is not None:
+        options["session_idle_timeout"] = session_idle_timeout
+    fleet = Fleet(hub=join, **options)
     for i in range(1, peers + 1):
         fleet.add_peer(f"{prefix}{i}", behaviors.echo(), labels={"index": str(i)}, ttl=ttl)
     stop = asyncio.Event()
@@ -227,6 +244,39 @@ def main(argv: list[str] | None = None) -> int:
     serve_cmd.add_argument(
         "--prefix", default="peer-", help="peer names are PREFIX1, PREFIX2, ... (default peer-)"
     )
+    limits = serve_cmd.add_argument_group(
+        "production behaviour",
+        "a real daemon limits how fast each caller opens sessions and evicts idle ones; "
+        "a load test against a fleet without them passes where the real fleet refuses",
+    )
+    limits.add_argument(
+        "--session-rate-limit",
+        action="store_true",
+        help="limit POST /sessions per caller identity as a daemon does: a burst of "
+        f"{DEFAULT_BURST}, then {DEFAULT_PER_MINUTE} a minute (429 with Retry-After past it); "
+        "every anonymous caller shares one bucket",
+    )
+    limits.add_argument(
+        "--rate-limit-burst",
+        type=int,
+        metavar="N",
+        help=f"sessions a caller may open at once (default {DEFAULT_BURST}; implies "
+        "--session-rate-limit)",
+    )
+    limits.add_argument(
+        "--rate-limit-per-minute",
+        type=float,
+        metavar="R",
+        help=f"sessions a minute after the burst (default {DEFAULT_PER_MINUTE}; implies "
+        "--session-rate-limit)",
+    )
+    limits.add_argument(
+        "--session-idle-timeout",
+        type=float,
+        metavar="SECONDS",
+        help=f"evict sessions idle this long (default {DEFAULT_SESSION_IDLE_TIMEOUT:g}, the "
+        "daemon's 24 h; 0 never evicts)",
+    )
     args = parser.parse_args(argv)
     if args.command == "demo":
         started = time.perf_counter()
@@ -238,7 +288,36 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--peers must be >= 0")
     if not args.ttl > 0 or args.ttl == float("inf"):
         parser.error(f"--ttl must be a positive number of seconds, got {args.ttl:g}")
-    return asyncio.run(serve(args.peers, args.port, args.host, args.ttl, args.join, args.prefix))
+    rate_limit = None
+    if (
+        args.session_rate_limit
+        or args.rate_limit_burst is not None
+        or (args.rate_limit_per_minute is not None)
+    ):
+        burst = DEFAULT_BURST if args.rate_limit_burst is None else args.rate_limit_burst
+        per_minute = (
+            DEFAULT_PER_MINUTE if args.rate_limit_per_minute is None else args.rate_limit_per_minute
+        )
+        if burst < 1:
+            parser.error(f"--rate-limit-burst must be >= 1, got {burst}")
+        if not 0 < per_minute < float("inf"):
+            parser.error(f"--rate-limit-per-minute must be a positive number, got {per_minute:g}")
+        rate_limit = SessionRateLimit(per_minute=per_minute, burst=burst)
+    idle = args.session_idle_timeout
+    if idle is not None and not 0 <= idle < float("inf"):
+        parser.error(f"--session-idle-timeout must be seconds >= 0 (0 never evicts), got {idle:g}")
+    return asyncio.run(
+        serve(
+            args.peers,
+            args.port,
+            args.host,
+            args.ttl,
+            args.join,
+            args.prefix,
+            session_rate_limit=rate_limit,
+            session_idle_timeout=idle,
+        )
+    )
 
 
 if __name__ == "__main__":

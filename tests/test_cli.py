@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -9,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from datetime import datetime
 
 import httpx
@@ -164,3 +166,89 @@ def test_served_peers_with_a_one_second_lease_are_still_listed_after_it() -> Non
         assert stamp(row["lease_expires_at"]) > now
         assert stamp(row["last_heartbeat"]) > stamp(first[row["name"]]["last_heartbeat"])
     assert proc.returncode == 0
+
+
+@contextlib.contextmanager
+def serving(*args: str) -> Iterator[dict[str, str]]:
+    """`python -m simulator serve ARGS` until the block ends (SIGTERM); yields its URLs."""
+    with subprocess.Popen(
+        [sys.executable, "-m", "simulator", "serve", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            yield json.loads(proc.stdout.readline())["urls"]
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+
+
+def test_serve_with_the_session_rate_limit_answers_429_past_the_daemons_burst_of_5() -> None:
+    with serving("--peers", "1", "--session-rate-limit") as urls:
+        statuses = []
+        with httpx.Client(timeout=5, trust_env=False) as client:
+            for _ in range(6):
+                answer = client.post(f"{urls['peer-1']}/sessions", json={})
+                statuses.append(answer.status_code)
+        retry_after = answer.headers.get("retry-after")
+    assert statuses == [201] * 5 + [429]
+    assert retry_after == "6"  # 10 a minute: one more session in 6 s
+
+
+def test_serve_takes_its_own_burst_and_rate() -> None:
+    args = ("--peers", "1", "--rate-limit-burst", "2", "--rate-limit-per-minute", "1")
+    with serving(*args) as urls, httpx.Client(timeout=5, trust_env=False) as client:
+        answers = [client.post(f"{urls['peer-1']}/sessions", json={}) for _ in range(3)]
+    assert [a.status_code for a in answers] == [201, 201, 429]
+    assert answers[-1].headers["retry-after"] == "60"
+
+
+def test_serve_without_the_flag_opens_sessions_unlimited() -> None:
+    with serving("--peers", "1") as urls, httpx.Client(timeout=5, trust_env=False) as client:
+        statuses = {
+            client.post(f"{urls['peer-1']}/sessions", json={}).status_code for _ in range(8)
+        }
+    assert statuses == {201}
+
+
+def test_serve_evicts_sessions_idle_past_the_given_timeout() -> None:
+    with (
+        serving("--peers", "1", "--session-idle-timeout", "0.3") as urls,
+        httpx.Client(timeout=5, trust_env=False) as client,
+    ):
+        opened = client.post(f"{urls['peer-1']}/sessions", json={}).json()["sessionID"]
+        listed = [
+            s["sessionID"] for s in client.get(f"{urls['peer-1']}/sessions").json()["sessions"]
+        ]
+        time.sleep(0.5)  # past the 0.3 s configured: the next request sweeps it
+        later = [
+            s["sessionID"] for s in client.get(f"{urls['peer-1']}/sessions").json()["sessions"]
+        ]
+    assert opened in listed
+    assert opened not in later and "default" in later
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--rate-limit-burst", "0"], "--rate-limit-burst must be >= 1"),
+        (["--rate-limit-per-minute", "0"], "--rate-limit-per-minute must be a positive number"),
+        (["--rate-limit-per-minute", "inf"], "--rate-limit-per-minute must be a positive number"),
+        (["--session-idle-timeout", "-1"], "--session-idle-timeout must be seconds >= 0"),
+        (["--session-idle-timeout", "nan"], "--session-idle-timeout must be seconds >= 0"),
+    ],
+)
+def test_rate_limit_and_idle_flags_out_of_range_are_usage_errors(args, said, capsys) -> None:
+    from simulator.__main__ import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", *args])
+    assert exited.value.code == 2
+    assert said in capsys.readouterr().err
