@@ -10,8 +10,9 @@ state is touched by this thread only, whichever thread called.
 Invariants:
 
 - The loop thread is a daemon thread started on the first sync call; it never
-  keeps the interpreter alive. `stop()` runs the tool's cleanup on the loop
-  (closing its pooled connections there), then stops and closes the loop.
+  keeps the interpreter alive. `stop()` cancels what still runs on the loop
+  (and waits for it there), runs the tool's cleanup on the loop (closing its
+  pooled connections), then stops and closes the loop.
 - A call carries the caller's context variables (a current trace span, say)
   into the task, as `asyncio.run` would.
 - A process forked after the loop started (a pre-forking server) gets a new
@@ -144,6 +145,14 @@ class LoopThread:
 
         async def finish() -> None:
             try:
+                # Calls in flight, and tasks they started (an in-process peer's turn), end
+                # here on their own loop before the caller hears the loop is stopped.
+                here = asyncio.current_task()
+                others = [t for t in asyncio.all_tasks() if t is not here]
+                for task in others:
+                    task.cancel()
+                if others:
+                    await asyncio.wait(others, timeout=_STOP_WAIT)
                 if cleanup is not None:
                     await cleanup()
             finally:

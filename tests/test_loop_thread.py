@@ -303,3 +303,27 @@ def test_a_hub_directory_holds_at_most_its_pool_limit_of_connections_to_the_hub(
         asyncio.run(lookups(3))
     assert len(one) == 1  # six lookups at once, one after the other on one connection
     assert len(counting.clients) == 3
+
+
+async def test_a_turn_a_sync_call_left_running_ends_when_the_tool_closes() -> None:
+    ended: list[str] = []
+
+    async def hang(turn: Turn) -> str:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await asyncio.sleep(0.1)  # a turn that takes a moment to wind down
+            ended.append("ended")
+        return "never"
+
+    fleet = Fleet()
+    fleet.add_peer("stuck", behaviors.custom(hang))
+    tool = fleet.call_peer(timeout=0.2)
+    with pytest.raises(PeerTimeoutError):
+        await asyncio.to_thread(tool, "stuck", "work")
+    # The peer's turn runs on, on the tool's loop thread, as a real peer's would...
+    assert ended == []
+    await tool.aclose()
+    # ...until the tool closes: by then it has ended there, and the fleet closes cleanly here.
+    assert ended == ["ended"]
+    await fleet.aclose()
