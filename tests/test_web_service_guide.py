@@ -176,10 +176,14 @@ def test_the_guides_wsgi_app_serves_many_threads_with_the_sync_form(
         answers: list[Any] = []
 
         def client(i: int) -> None:
-            with httpx.Client(timeout=30, trust_env=False) as http:
+            with httpx.Client(timeout=60, trust_env=False) as http:
                 for j in range(3):
                     prompt = f"thread {i} call {j}"
-                    got = http.post(url, content=json.dumps({"peer": "echo", "prompt": prompt}))
+                    try:
+                        got = http.post(url, content=json.dumps({"peer": "echo", "prompt": prompt}))
+                    except httpx.HTTPError as exc:  # reported by the assertion, not lost
+                        answers.append((type(exc).__name__, None, prompt))
+                        continue
                     answers.append((got.status_code, got.json().get("response"), prompt))
 
         threads = [threading.Thread(target=client, args=(i,)) for i in range(24)]
@@ -187,10 +191,10 @@ def test_the_guides_wsgi_app_serves_many_threads_with_the_sync_form(
             for t in threads:
                 t.start()
             for t in threads:
-                t.join(timeout=60)
+                t.join(timeout=120)
         finally:
             server.shutdown()
             server.server_close()
             namespace["tool"].close()
     assert len(answers) == 24 * 3
-    assert all(status == 200 and said == prompt for status, said, prompt in answers)
+    assert [a for a in answers if a[0] != 200 or a[1] != a[2]] == []
