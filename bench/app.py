@@ -209,6 +209,8 @@ def main() -> int:
     parser.add_argument("--per-client", type=int, default=5)
     parser.add_argument("--mode-timeout", type=float, default=120.0)
     args = parser.parse_args()
+    # Stopped with SIGTERM, it still stops the fleet and the app it started (see process()).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     python = sys.executable
     rows: list[Row] = []
     with process([python, "-m", "simulator", "serve", "--peers", "1"]) as fleet:
