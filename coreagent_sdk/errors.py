@@ -363,7 +363,11 @@ class PeerTimeoutError(CallPeerError, TimeoutError):
 
 
 class StreamEndedError(CallPeerError):
-    """The peer closed the event stream before its turn ended (the turn may have run)."""
+    """The peer closed the event stream before its turn ended (the turn may have run).
+
+    Attributes:
+        retry_safe: False: the prompt was sent, so a retry may run the task twice.
+    """
 
     retry_safe = False
 
