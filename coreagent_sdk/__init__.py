@@ -6,6 +6,7 @@ modules may change. Exceptions live in `coreagent_sdk.errors`.
 
 from __future__ import annotations
 
+from ._agentcard import AgentCard, AgentSkill
 from ._builder import AgentBuilder, BuilderConfig, ModelDefaults, RuntimeSpec, SecretSource
 from ._call_peer import (
     DEFAULT_MAX_CONNECTIONS,
@@ -83,9 +84,11 @@ __version__ = "0.1.0"
 __all__ = [
     "ASGITransport",
     "AgentBuilder",
+    "AgentCard",
     "AgentConfig",
     "AgentEvent",
     "AgentFrame",
+    "AgentSkill",
     "AllowList",
     "AttachClient",
     "Builder",

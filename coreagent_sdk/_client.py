@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from . import _tracing
+from ._agentcard import AGENT_CARD_PATH, AgentCard
 from ._asyncio_only import require_asyncio
 from ._deadline import DEFAULT_REQUEST_TIMEOUT, NO_HTTPX_TIMEOUT, outer_deadline, within
 from ._endpoint import checked_base_url, endpoint_problem, shown_url
@@ -431,3 +432,11 @@ class AttachClient:
     async def whoami(self) -> WhoAmI:
         """`GET /whoami`: the identity the daemon sees for this token."""
         return WhoAmI.from_dict(await self._json("GET", "/whoami", "whoami"))
+
+    async def agent_card(self) -> AgentCard:
+        """`GET /.well-known/agent-card.json`: the peer's A2A card (its name and skills).
+
+        A daemon serves it only when configured with a card description; one
+        without answers 404 (`NotFoundError`).
+        """
+        return AgentCard.from_dict(await self._json("GET", AGENT_CARD_PATH, "agent card"))

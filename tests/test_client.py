@@ -293,6 +293,7 @@ async def test_a_whole_turn_through_the_streaming_transport() -> None:
         "AgentFrame",
         "AgentFrame",
         "TurnComplete",
+        "StatusUpdate",
         "UsageUpdate",
     ]
     assert [s.session_id for s in listed] == ["default", session.session_id]

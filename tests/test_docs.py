@@ -352,7 +352,7 @@ def test_the_documented_nbconvert_options_show_a_views_html_instead_of_an_empty_
 
 
 def test_the_notebooks_and_guides_are_part_of_the_site(site: Path) -> None:
-    for stem in ("01_delegation", "02_truncation", "03_eviction"):
+    for stem in ("01_delegation", "02_truncation", "03_eviction", "05_your_agent"):
         assert (site / "notebooks" / stem / "index.html").is_file()
     for guide in (
         "delegation",
@@ -361,6 +361,7 @@ def test_the_notebooks_and_guides_are_part_of_the_site(site: Path) -> None:
         "simulator",
         "testing",
         "joining",
+        "host",
         "protocol",
     ):
         assert (site / "guides" / guide / "index.html").is_file()

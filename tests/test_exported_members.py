@@ -14,9 +14,11 @@ import simulator.behaviors
 SDK = {
     "ASGITransport",
     "AgentBuilder",
+    "AgentCard",
     "AgentConfig",
     "AgentEvent",
     "AgentFrame",
+    "AgentSkill",
     "AllowList",
     "AttachClient",
     "Builder",

@@ -230,7 +230,8 @@ async def test_turn_complete_carries_the_turns_own_prompt_id_and_no_cost(open_fl
 
 
 async def test_messages_queued_without_waking_drain_into_one_inbox_turn(open_fleet) -> None:
-    """Pins `wake` (omitted means true) and the inbox drain: one turn, an `[Inbox]` block."""
+    """Pins `wake` (omitted means true) and the inbox drain: one turn, an `[Inbox]` block
+    framed as core-agent `pkg/agent/inbox.go` `formatInboxBundle` frames it."""
     reach, http = open_fleet
     path = await new_session(http, reach.url("prod-1"))
     answers: list[dict[str, Any]] = []
@@ -247,7 +248,9 @@ async def test_messages_queued_without_waking_drain_into_one_inbox_turn(open_fle
         for e, p in frames
         if e == "agent" and p["event"]["Author"] == "user"
     ]
-    assert users == ["[Inbox]\n- first\n- second"]
+    assert len(users) == 1
+    assert users[0].startswith("[Inbox]\n- first\n- second\n\nHow to handle the bundle:\n- ")
+    assert users[0].endswith("treat the bundle as the next request and respond once.")
     assert [e for e, _ in frames].count("turn-complete") == 1
 
 

@@ -80,12 +80,13 @@ def kernel_name(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield KERNEL
 
 
-def test_there_are_four_notebooks() -> None:
+def test_there_are_five_notebooks() -> None:
     assert [p.name for p in NOTEBOOKS] == [
         "01_delegation.ipynb",
         "02_truncation.ipynb",
         "03_eviction.ipynb",
         "04_trees.ipynb",
+        "05_your_agent.ipynb",
     ]
 
 

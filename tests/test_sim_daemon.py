@@ -143,8 +143,8 @@ async def test_the_stream_is_framed_byte_for_byte_with_capabilities_first(open_f
         "agent",
         "agent",
         "turn-complete",
-        "usage-update",
         "status-update",
+        "usage-update",
     ]
     payloads = [json.loads(d) for _, d in frames]
     assert keys(payloads[0]) == keys(
@@ -545,11 +545,15 @@ async def test_serving_the_fleet_changes_the_listed_endpoints_at_once() -> None:
 
 
 @pytest.mark.parametrize(
-    "body",
-    [b'{"message": "\xff\xfe"}', b'{"message": "hi \\udc80"}', b"\xef\xbb\xbf{}"],
-    ids=["invalid-utf8", "lone-surrogate-escape", "byte-order-mark"],
+    ("body", "injected"),
+    [(b'{"message": "\xff\xfe"}', "\ufffd\ufffd"), (b'{"message": "hi \\udc80"}', "hi \ufffd")],
+    ids=["invalid-utf8", "lone-surrogate-escape"],
 )
-async def test_a_body_that_is_not_utf8_json_is_a_400_never_a_500(open_fleet, body) -> None:
+async def test_text_that_is_not_utf8_decodes_to_replacement_characters_as_go_does(
+    open_fleet, body, injected
+) -> None:
+    """Pins Go's `json.Unmarshal` under `readJSON`: bad UTF-8 and lone surrogates in a
+    string become U+FFFD; the message is accepted, never a 500."""
     reach, http = open_fleet
     base = reach.url("prod-1")
     session = (await http.post(f"{base}/sessions", headers=JSON)).json()
@@ -557,6 +561,20 @@ async def test_a_body_that_is_not_utf8_json_is_a_400_never_a_500(open_fleet, bod
         f"{base}/sessions/{session['app']}/{session['sessionID']}/inject",
         headers=JSON,
         content=body,
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["injected"] == injected
+
+
+async def test_a_body_with_a_byte_order_mark_is_malformed_json(open_fleet) -> None:
+    """Pins `readJSON`: Go's decoder refuses a leading BOM as an invalid character."""
+    reach, http = open_fleet
+    base = reach.url("prod-1")
+    session = (await http.post(f"{base}/sessions", headers=JSON)).json()
+    answer = await http.post(
+        f"{base}/sessions/{session['app']}/{session['sessionID']}/inject",
+        headers=JSON,
+        content=b"\xef\xbb\xbf{}",
     )
     assert answer.status_code == 400, answer.text
     assert answer.text.startswith("malformed JSON: ")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any, Protocol
@@ -31,10 +32,13 @@ __all__ = ["Agent", "Behavior", "Turn", "TurnAbandoned", "TurnFailed", "echo"]
 Agent = Callable[["Turn"], Awaitable[None]]
 """What a hosted agent does with a prompt: an async function of a `Turn`."""
 Behavior = Agent  # the simulator's name for an agent
+CALL_PEER_TOOL = "call_peer"  # the tool's name in the events a turn records
 
 
 class _Session(Protocol):
     def publish_agent(self, event: AgentEvent) -> AgentFrame: ...
+
+    async def call_peer(self, peer: str, prompt: str) -> dict[str, Any]: ...
 
     def publish(self, event: str, payload: dict[str, Any]) -> None: ...
 
@@ -164,6 +168,51 @@ class Turn:
             role="user",
         )
         await asyncio.sleep(0)
+
+    async def call_peer(self, peer: str, prompt: str) -> dict[str, Any]:
+        """Ask a peer, by name, as the model's `call_peer` tool call; returns its response.
+
+        The turn records a function call and, when the call is over, its
+        function response, as ADK writes a tool call. The response is the
+        call's result (`peer`, `session_id`, `response`, `duration_ms`,
+        `truncated`) or, when the call fails (unknown peer, gate, timeout,
+        the peer's turn error), `{"error": "..."}`: the failure goes back as
+        the tool's answer and the turn goes on. Calls go through the host's
+        own `CallPeer` (its directory, its `token_env`).
+        """
+        return (await self.call_peers([(peer, prompt)]))[0]
+
+    async def call_peers(self, calls: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+        """Several `call_peer` calls at once: one model event with every function call (as a
+        model asks for parallel tools), one event with every response, in the same order."""
+        ids = [f"call-{uuid.uuid4().hex[:16]}" for _ in calls]
+        self._event(
+            [
+                Part(
+                    function_call=FunctionCall(
+                        name=CALL_PEER_TOOL, args={"peer": peer, "prompt": prompt}, id=call_id
+                    )
+                )
+                for (peer, prompt), call_id in zip(calls, ids, strict=True)
+            ]
+        )
+        await asyncio.sleep(0)
+        responses = list(
+            await asyncio.gather(*(self._session.call_peer(peer, text) for peer, text in calls))
+        )
+        self._event(
+            [
+                Part(
+                    function_response=FunctionResponse(
+                        name=CALL_PEER_TOOL, response=response, id=call_id
+                    )
+                )
+                for response, call_id in zip(responses, ids, strict=True)
+            ],
+            role="user",
+        )
+        await asyncio.sleep(0)
+        return responses
 
     async def error(
         self,

@@ -24,17 +24,34 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .. import __version__
+from .._agentcard import AGENT_CARD_PATH
+from .._call_peer import CallPeer
 from .._clock import Clock, SystemClock
+from .._directory import Directory, HubDirectory
+from .._endpoint import checked_base_url
 from .._quote import go_quote
 from .._tracing import picked_headers, turn_span
-from .._wire import PROTOCOL_VERSION, AgentEvent, AgentFrame, Content, Part, encode_sse
+from .._wire import PROTOCOL_VERSION, AgentEvent, AgentFrame, Content, Part
+from ..errors import CoreAgentError
 from ._agents import Agent, Turn, TurnAbandoned, TurnFailed, echo
+from ._card import card_response
+from ._gowire import (
+    decode_into,
+    is_json_media_type,
+    json_response,
+    origin_allowed,
+    parse_since,
+    read_json,
+)
+from ._gowire import sse as encode_sse
 from ._ratelimit import SessionRateLimit, SessionRateLimiter
 from ._registry import ANONYMOUS, Identity, PeerRegistry, RegistryError, rfc3339
 
@@ -50,6 +67,7 @@ __all__ = [
 
 MAX_INJECT_BYTES = 8 * 1024
 MAX_REGISTER_BYTES = 16 * 1024
+MAX_CREATE_BYTES = 8 * 1024  # the daemon's operatorPostMaxBytes, which caps POST /sessions
 REPLAY_WINDOW = 5_000  # the daemon's maxReplayEvents: newest events a session keeps
 DEFAULT_SESSION_IDLE_TIMEOUT = 24 * 3600.0  # the daemon's session_idle_timeout
 STARTUP_SESSION = "default"  # the session a daemon starts with; it cannot be deleted
@@ -67,6 +85,8 @@ _EVENT_TYPES = (
 )
 _MAX_LISTINGS = 64  # encoded GET /peers bodies kept per registry version
 _CLOSE = None  # queued to a subscriber: end its stream
+DEFAULT_GRACE = 5.0  # seconds a stopping host lets running turns finish
+DAEMON_RATE_LIMIT = SessionRateLimit()  # a daemon limits POST /sessions unless told not to
 
 
 class StreamHook(Protocol):
@@ -90,7 +110,9 @@ class _Session:
         self.app = app
         self.session_id = session_id
         self.user = user
-        self.seq = 0
+        self.seq = 0  # the last seq this session logged (seqs come from the host's counter)
+        self.viewers: tuple[str, ...] = ()  # the ACL a creator may stamp (createSession)
+        self.contributors: tuple[str, ...] = ()
         # Only the newest REPLAY_WINDOW events are kept: a daemon replays no more.
         self.log: deque[tuple[int, bytes]] = deque(maxlen=REPLAY_WINDOW)
         self.subscribers: set[asyncio.Queue[bytes | None]] = set()
@@ -121,12 +143,17 @@ class _Session:
         self._fanout(encode_sse(event, payload))
 
     def publish_agent(self, event: AgentEvent) -> AgentFrame:
-        self.seq += 1
+        # One counter across the host, as the daemon's event log numbers every session's
+        # events: a session's seqs increase but neither start at 1 nor run contiguously.
+        self.seq = next(self.daemon._seqs)
         frame = AgentFrame(seq=self.seq, event=event)
         data = encode_sse("agent", frame.to_dict())
         self.log.append((self.seq, data))
         self._fanout(data)
         return frame
+
+    async def call_peer(self, peer: str, prompt: str) -> dict[str, Any]:
+        return await self.daemon.call_peer(peer, prompt)
 
     def subscribe(self) -> asyncio.Queue[bytes | None]:
         queue: asyncio.Queue[bytes | None] = asyncio.Queue()
@@ -186,7 +213,7 @@ class _Session:
         self.publish_agent(
             AgentEvent(
                 content=Content(role="user", parts=(Part(text=prompt),)),
-                id=f"u-{self.seq + 1}",
+                id=f"u-{uuid.uuid4()}",
                 timestamp=rfc3339(time.time()),
                 invocation_id=invocation,
                 author="user",
@@ -200,12 +227,17 @@ class _Session:
             invocation_id=invocation,
             messages=messages,
         )
+        last_turn = None
         try:
-            await self._run(turn, prompt, started)
+            last_turn = await self._run(turn, prompt, started)
         finally:
             self.publish("status-update", {"turn_state": "idle"})
+        if last_turn is not None:
+            # After idle, as the daemon's tracker reports the finished turn (protocol.md).
+            self.publish("usage-update", {**self.usage(), "last_turn": last_turn})
 
-    async def _run(self, turn: Turn, prompt: str, started: float) -> None:
+    async def _run(self, turn: Turn, prompt: str, started: float) -> dict[str, Any] | None:
+        """Run the agent; the finished turn's `last_turn` usage, or None when it did not finish."""
         try:
             with turn_span(
                 self.daemon.name,
@@ -214,7 +246,7 @@ class _Session:
             ):
                 await self.daemon.behavior(turn)
         except (TurnFailed, TurnAbandoned):
-            return
+            return None
         except Exception as exc:  # a behaviour bug is the peer's turn error, as on a daemon
             self.publish(
                 "turn-error",
@@ -222,7 +254,7 @@ class _Session:
             )
             if self.daemon.on_agent_error is not None:
                 self.daemon.on_agent_error(exc)
-            return
+            return None
         tokens_in = max(1, len(prompt) // 4)
         self.tokens_in += tokens_in
         self.tokens_out += turn.tokens_out
@@ -238,7 +270,12 @@ class _Session:
                 "latency_ms": int((time.perf_counter() - started) * 1000),
             },
         )
-        self.publish("usage-update", self.usage())
+        return {
+            "tokens_in": tokens_in,
+            "tokens_out": turn.tokens_out,
+            "cost_usd": 0.0,
+            "model": self.daemon.model,
+        }
 
     def usage(self) -> dict[str, Any]:
         return {
@@ -270,24 +307,27 @@ class _Session:
         }
 
 
+INBOX_GUIDANCE = (
+    "How to handle the bundle:\n"
+    "- Variants of the same ask or signal \u2192 treat as ONE; don't re-do work per message.\n"
+    "- Corroborating detail on something you already handled \u2192 acknowledge it and move "
+    "on; do not re-open the work.\n"
+    "- Mid-task adjustments \u2192 adapt your next step.\n"
+    "- Separate asks during an active task \u2192 capture with `todo`, continue what you were "
+    "doing.\n"
+    "- After a completed task (the latest message is a checkpoint summary) \u2192 treat the "
+    "bundle as the next request and respond once."
+)
+"""The daemon's guidance under a bundle of queued messages (`pkg/agent/inbox.go`)."""
+
+
 def inbox_block(messages: list[str]) -> str:
-    """Several queued messages as the model sees them in one turn."""
-    return "[Inbox]\n" + "\n".join(f"- {m}" for m in messages)
+    """Several queued messages as the model sees them in one turn.
 
-
-def parse_since(raw: str | None) -> int:
-    """`?since=`: a missing, invalid or negative cursor means 0, the whole log.
-
-    Pins core-agent `pkg/attach/handlers.go` `parseSince`.
+    Pins core-agent `pkg/agent/inbox.go` `formatInboxBundle("[Inbox]", ...)`:
+    a header, one `- message` line each, a blank line, then the guidance.
     """
-    text = (raw or "").strip()
-    if "_" in text:  # Python's int() accepts digit separators; Go's ParseInt does not
-        return 0
-    try:
-        since = int(text)
-    except ValueError:
-        return 0
-    return max(since, 0)
+    return "[Inbox]\n" + "".join(f"- {m}\n" for m in messages) + "\n" + INBOX_GUIDANCE
 
 
 def protocol_major(version: str) -> int | None:
@@ -410,6 +450,21 @@ def _q(value: str) -> str:
     return go_quote(value)
 
 
+def _identities(names: list[str] | None) -> tuple[str, ...]:
+    """An ACL list as `SessionACL.Normalized` keeps it: trimmed, no blanks, no repeats."""
+    out: dict[str, None] = {}
+    for name in names or ():
+        if isinstance(name, str) and name.strip():
+            out.setdefault(name.strip(), None)
+    return tuple(out)
+
+
+def _content_length(request: Request) -> int:
+    # A hostile or malformed Content-Length reads as no body, never as a 500.
+    raw = request.headers.get("content-length", "")
+    return int(raw) if raw.isascii() and raw.isdigit() else 0
+
+
 async def read_capped(request: Request, limit: int) -> bytes | Response:
     """The body, counted while it is read: past `limit` the rest is never read (400).
 
@@ -433,25 +488,17 @@ class _Guard:
         self.daemon = daemon
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        daemon = self.daemon
+        if scope["type"] == "http" and scope["path"] == AGENT_CARD_PATH and daemon.description:
+            # The card bypasses auth, as the daemon's cardBypass routes it: discovery is public.
+            await daemon.card(Request(scope))(scope, receive, send)
+            return
         if scope["type"] == "http":
             refused = self.daemon.refuse(Request(scope))
             if refused is not None:
                 await refused(scope, receive, send)
                 return
         await self.app(scope, receive, send)
-
-
-def _utf8_json(body: bytes) -> Any | Response:
-    """A JSON body, or 400: invalid UTF-8, and escapes such as a lone surrogate that
-    decode to text no UTF-8 encoder can write back, are the client's error, never a 500."""
-    try:
-        value = json.loads(body.decode("utf-8"))
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except (UnicodeDecodeError, UnicodeEncodeError) as exc:
-        return _text(400, f"malformed JSON: not valid UTF-8 ({exc.reason})")
-    except (ValueError, RecursionError) as exc:
-        return _text(400, f"malformed JSON: {exc}")
-    return value
 
 
 class AgentHost:
@@ -462,10 +509,14 @@ class AgentHost:
     only its own sessions (an admin sees all). ``multi_session=False`` answers
     501 to `POST /sessions`, as a daemon without a session factory; every
     daemon has its startup session, `default`. ``session_rate_limit`` limits
-    `POST /sessions` per caller (None: off; `SessionRateLimit()`: the daemon's
-    defaults). ``session_idle_timeout`` evicts sessions idle that long (seconds;
-    0 disables). ``refuse_foreign_reregistration`` makes a hub refuse (403) a
+    `POST /sessions` per caller: on by default with the daemon's defaults
+    (burst 5, then 10 a minute), as on a daemon; None turns it off.
+    ``session_idle_timeout`` evicts sessions idle that long (seconds; 0
+    disables). ``refuse_foreign_reregistration`` makes a hub refuse (403) a
     registration of a name another identity owns; a real hub does not.
+    ``description`` turns on the A2A discovery card at
+    `/.well-known/agent-card.json` (public, as a daemon serves it), listing
+    ``skills`` (name -> description) as the agent's skills.
     ``stream_hook`` sees every event stream's frames and ``middleware`` wraps
     the ASGI app (the simulator's faults use both). ``on_agent_error`` is
     called with an exception the agent raised (not `Turn.error`), once its
@@ -486,9 +537,17 @@ class AgentHost:
         app_name: str = "core-agent",
         model: str = "sim-model",
         provider: str = "sim",
-        session_rate_limit: SessionRateLimit | None = None,
+        session_rate_limit: SessionRateLimit | None = DAEMON_RATE_LIMIT,
         session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT,
         refuse_foreign_reregistration: bool = False,
+        description: str = "",
+        skills: Mapping[str, str] | None = None,
+        register_to: str | None = None,
+        endpoint: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        token_env: str | None = None,
+        directory: Directory | None = None,
+        peer_transport: httpx.AsyncBaseTransport | None = None,
         stream_hook: StreamHook | None = None,
         middleware: Callable[[ASGIApp], ASGIApp] | None = None,
         on_agent_error: Callable[[Exception], None] | None = None,
@@ -522,6 +581,26 @@ class AgentHost:
         self.provider = provider
         self.session_idle_timeout = float(session_idle_timeout)
         self.refuse_foreign_reregistration = refuse_foreign_reregistration
+        self.description = description
+        self.skills = dict(skills or {})
+        # Joining a fleet (see _serve): the hub, where callers reach this host, and the
+        # environment variable holding its token (read when used, never stored).
+        self.register_to = checked_base_url(register_to, "AgentHost") if register_to else None
+        if endpoint is not None:
+            checked_base_url(endpoint, "AgentHost")
+        self.endpoint = endpoint
+        self.labels = dict(labels or {})
+        self.token_env = token_env
+        self.peer_transport = peer_transport
+        self._own_directory: HubDirectory | None = None
+        if directory is None and self.register_to is not None:
+            directory = self._own_directory = HubDirectory(
+                self.register_to, transport=peer_transport, token_env=token_env
+            )
+        self.directory = directory
+        self._peer_tool: CallPeer | None = None
+        self.draining = False  # set while the host shuts down: writes answer 503
+        self._stop: asyncio.Event | None = None  # set by serve() while it runs
         self.rate_limiter = (
             SessionRateLimiter(session_rate_limit, self.clock)
             if session_rate_limit is not None
@@ -530,6 +609,7 @@ class AgentHost:
         self.sessions: dict[str, _Session] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
+        self._seqs = itertools.count(1)  # every session's event seqs, as one event log's
         self._listings: dict[tuple[str, tuple[tuple[str, str], ...]], bytes] = {}
         self._listing_version = -1
         self._next_sweep = self.clock.now()
@@ -562,6 +642,40 @@ class AgentHost:
         kind = "hub" if self.registry is not None else "daemon"
         return f"AgentHost({self.name!r}, {kind}, sessions={len(self.sessions)})"
 
+    async def call_peer(self, peer: str, prompt: str) -> dict[str, Any]:
+        """One `call_peer` made by a turn: the result's JSON, or `{"error": ...}` on failure.
+
+        Made with the host's own `CallPeer` (its directory: the hub it joined
+        unless given one; its `token_env`), so a peer sees this host's
+        identity. A failure is the tool's answer, as a daemon returns it to
+        the model, never an exception out of the turn.
+        """
+        if self.directory is None:
+            return {
+                "error": f"call_peer: host {self.name!r} has no directory of peers; give "
+                "AgentHost register_to= (the hub it joins) or directory="
+            }
+        if self._peer_tool is None:
+            self._peer_tool = CallPeer(
+                self.directory, transport=self.peer_transport, token_env=self.token_env
+            )
+        try:
+            result = await self._peer_tool.acall(peer=peer, prompt=prompt)
+        except (CoreAgentError, ValueError) as exc:
+            return {"error": str(exc)}
+        return result.to_dict()
+
+    def card(self, request: Request) -> Response:
+        """The host's A2A agent card (see `_card`), as answered to `request`."""
+        return card_response(
+            request,
+            name=self.name,
+            description=self.description,
+            version=__version__,
+            skills=self.skills,
+            bearer=self.tokens is not None,
+        )
+
     # --- auth and checks --------------------------------------------------
 
     def identify(self, request: Request) -> Identity | None:
@@ -576,42 +690,86 @@ class AgentHost:
         return self.tokens.get(token) if token else None
 
     def refuse(self, request: Request) -> Response | None:
-        """401 for a caller without a valid token, 415 for a write that is not JSON."""
+        """401 for a caller without a valid token, then the browser write guard.
+
+        Pins core-agent `pkg/attach/csrf.go` `browserWriteGuard` (after the
+        token check, as `Server.Bind` orders them): a write from a foreign
+        browser Origin is 403, a write that is not `application/json` is 415.
+        """
         if self.identify(request) is None:
             return _text(401, "unauthorized", {"WWW-Authenticate": 'Bearer realm="attach"'})
         if request.method not in ("GET", "HEAD", "OPTIONS"):
-            ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-            if ctype != "application/json":
-                return _text(415, "Content-Type must be application/json")
+            origin = request.headers.get("origin", "")
+            host = request.headers.get("host", "")
+            if origin and not origin_allowed(origin, host):
+                return _text(
+                    403,
+                    f"cross-origin request rejected: Origin {_q(origin)} is neither a loopback "
+                    f"origin nor this listener ({_q(host)}); browser pages may not drive the "
+                    "attach API cross-site. Native clients should omit the Origin header.",
+                )
+            if not is_json_media_type(request.headers.get("content-type", "")):
+                return _text(
+                    415,
+                    'unsupported media type: state-changing attach endpoints require "Content-'
+                    'Type: application/json" (browser cross-site request forgery protection; '
+                    "add the header even when the request has no body)",
+                )
         return None
 
     def _caller(self, request: Request) -> Identity | None:
         """The identity for owner checks: None on an open daemon (everyone may)."""
         return None if self.tokens is None else self.identify(request)
 
-    async def _json_body(self, request: Request, limit: int) -> Any | Response:
+    async def _json_value(self, request: Request, limit: int) -> Any | Response:
+        """The body as JSON (any value), or its 400 as `readJSON` words it."""
         body = await read_capped(request, limit)
         if isinstance(body, Response):
             return body
-        if not body.strip():
+        if not body:
             return _text(400, "request body is empty")
-        return _utf8_json(body)
+        value, error = read_json(body)
+        return _text(400, f"malformed JSON: {error}") if error is not None else value
 
-    def visible(self, session: _Session, who: Identity | None) -> bool:
-        """With multi-session auth a caller sees only its own sessions (an admin sees all)."""
+    async def _json_body(
+        self, request: Request, limit: int, struct: str, fields: Mapping[str, type]
+    ) -> dict[str, Any] | Response:
+        """The body decoded into a Go struct of `fields`, or its 400.
+
+        Pins core-agent `pkg/attach/handlers.go` `readJSON`: capped while read,
+        an empty body (zero bytes, not blank) is "request body is empty", and
+        every decoding error is "malformed JSON: ..." (see `_gowire`).
+        """
+        value = await self._json_value(request, limit)
+        if isinstance(value, Response):
+            return value
+        fields_set, error = decode_into(value, struct, fields, nullable=frozenset({"wake"}))
+        return _text(400, f"malformed JSON: {error}") if error is not None else fields_set
+
+    def visible(self, session: _Session, who: Identity | None, action: str = "read") -> bool:
+        """Whether `who` may `read`, `write` or `admin` the session (else it is a 404).
+
+        With multi-session auth, as core-agent `pkg/auth/authorize.go`
+        `Authorize` decides: an admin may do anything; the owner too; the
+        session's contributors may read and write; its viewers may read.
+        """
         if self.tokens is None or who is None:
             return True
-        return who.admin or session.user == who.name
+        if who.admin or session.user == who.name:
+            return True
+        if action == "read":
+            return who.name in session.viewers or who.name in session.contributors
+        return action == "write" and who.name in session.contributors
 
-    def find_session(self, request: Request) -> _Session | None:
-        """The session the path names, if the caller may see it (else None: 404)."""
+    def find_session(self, request: Request, action: str = "read") -> _Session | None:
+        """The session the path names, if the caller may `action` it (else None: 404)."""
         self.sweep()
         sid = request.path_params["sid"]
         session = self.sessions.get(sid)
         app = request.path_params.get("app")
         if session is None or (app is not None and app != session.app):
             return None
-        if not self.visible(session, self.identify(request)):
+        if not self.visible(session, self.identify(request), action):
             return None
         session.touch()
         return session
@@ -687,12 +845,22 @@ class AgentHost:
 
     # --- sessions ---------------------------------------------------------
 
+    def _rejects_draining(self) -> Response | None:
+        """503 while the host drains, as the daemon's `rejectDraining` answers writes."""
+        if not self.draining:
+            return None
+        return _text(
+            503,
+            "daemon is shutting down; queued messages would be lost \u2014 retry after restart",
+            {"Retry-After": "5"},
+        )
+
     async def _create_session(self, request: Request) -> Response:
         who = self.identify(request) or ANONYMOUS
         if self.rate_limiter is not None:  # checked before the 501, as on a daemon
             allowed, wait = self.rate_limiter.allow("" if who is ANONYMOUS else who.name)
             if not allowed:
-                return JSONResponse(
+                return json_response(
                     {"error": "rate limited", "retry_after_seconds": wait},
                     status_code=429,
                     headers={"Retry-After": str(wait)},
@@ -703,43 +871,83 @@ class AgentHost:
                 "multi-session is not enabled: start the daemon with "
                 "attach.multi_session.enabled: true",
             )
+        acl = await self._session_acl(request, who)
+        if isinstance(acl, Response):
+            return acl
         self.sweep()
         sid = f"s-{next(self._ids):04d}{secrets.token_hex(3)}"
-        self.sessions[sid] = _Session(self, self.app_name, sid, who.name)
+        session = self.sessions[sid] = _Session(self, self.app_name, sid, who.name)
+        session.viewers, session.contributors = acl
         self.may_idle_from(self.clock.now())
         host = request.headers.get("host")
         path = f"/sessions/{self.app_name}/{sid}"
         url = f"{request.url.scheme}://{host}{path}" if host else path
-        return JSONResponse(
+        return json_response(
             {"app": self.app_name, "user": who.name, "sessionID": sid, "url": url},
             status_code=201,
         )
+
+    async def _session_acl(
+        self, request: Request, who: Identity
+    ) -> tuple[tuple[str, ...], tuple[str, ...]] | Response:
+        """The optional create body's viewers and contributors, or its 400.
+
+        Pins core-agent `pkg/attach/handlers_create_session.go` `createSession`
+        (body read as `decodePOSTOptional`): no body is fine, `owner` is
+        refused unless it names the caller, and the lists are normalized as
+        `SessionACL.Normalized` does (trimmed, blanks and repeats dropped).
+        """
+        body = await read_capped(request, MAX_CREATE_BYTES)
+        if isinstance(body, Response):
+            return _text(400, "create session: http: request body too large")
+        if not body:
+            return (), ()
+        value, error = read_json(body)
+        fields: dict[str, Any] = {}
+        if error is None:
+            fields, error = decode_into(
+                value,
+                "sessionACLRequest",
+                {"owner": str, "viewers": list, "contributors": list},
+                nullable=frozenset({"owner", "viewers", "contributors"}),
+            )
+        if error is not None:
+            return _text(400, f"create session: {error}")
+        owner = fields.get("owner")
+        if owner is not None and owner != who.name:
+            return _text(
+                400,
+                "create session: owner is not settable (the new session is owned by the "
+                f"authenticated caller {_q(who.name)}, request said {_q(owner)}); omit the field",
+            )
+        return _identities(fields.get("viewers")), _identities(fields.get("contributors"))
 
     async def _list_sessions(self, request: Request) -> Response:
         self.sweep()
         who = self.identify(request)
         rows = [s.row() for s in self.sessions.values() if self.visible(s, who)]
-        return JSONResponse({"sessions": rows})
+        return json_response({"sessions": rows})
 
     async def _inject(self, request: Request) -> Response:
         # The session is looked up before the body is read, as on a daemon.
-        session = self.find_session(request)
+        session = self.find_session(request, "write")
         if session is None:
             return _text(404, "session not found")
-        body = await self._json_body(request, MAX_INJECT_BYTES)
+        body = await self._json_body(
+            request, MAX_INJECT_BYTES, "InjectRequest", {"message": str, "wake": bool}
+        )
         if isinstance(body, Response):
             return body
-        if not isinstance(body, dict):
-            return _text(400, "malformed JSON: the body must be an object")
-        message = body.get("message", "")
-        wake = body.get("wake", True)  # omitted means true
-        if not isinstance(message, str) or not isinstance(wake, bool):
-            return _text(400, "malformed JSON: message must be a string and wake a boolean")
+        message: str = body.get("message", "")
+        wake: bool = body.get("wake", True)  # omitted or null means true
         if message == "":
             return _text(400, "inject: message is required")
+        draining = self._rejects_draining()
+        if draining is not None:
+            return draining
         session.trace_context = picked_headers(request.headers)  # for the turn's span
         prompt_id = session.enqueue(message, wake=wake)
-        return JSONResponse(
+        return json_response(
             {
                 "injected": message,
                 "session": session.session_id,
@@ -749,25 +957,34 @@ class AgentHost:
         )
 
     async def _wake(self, request: Request) -> Response:
-        session = self.find_session(request)
+        session = self.find_session(request, "write")
         if session is None:
             return _text(404, "session not found")
         prompt = ""
-        if int(request.headers.get("content-length") or 0) > 0:
-            body = await self._json_body(request, MAX_INJECT_BYTES)
+        if _content_length(request) > 0:  # the body is optional, as `doWake` reads it
+            body = await self._json_body(
+                request, MAX_INJECT_BYTES, "wakeRequest", {"target": str, "prompt": str}
+            )
             if isinstance(body, Response):
                 return body
-            prompt = body.get("prompt", "") if isinstance(body, dict) else ""
-            if not isinstance(prompt, str):
-                return _text(400, "malformed JSON: prompt must be a string")
+            if body.get("target"):
+                return _text(
+                    501,
+                    "wake: per-subagent target is not yet implemented; omit 'target' to wake "
+                    "the session",
+                )
+            prompt = body.get("prompt", "")
+        draining = self._rejects_draining()
+        if draining is not None:
+            return draining
         answer: dict[str, Any] = {"woken": session.session_id, "prompt": prompt}
         if prompt:
             answer["prompt_id"] = session.enqueue(prompt, wake=False)
         session.wake()
-        return JSONResponse(answer)
+        return json_response(answer)
 
     async def _delete_session(self, request: Request) -> Response:
-        session = self.find_session(request)
+        session = self.find_session(request, "admin")
         if session is None:
             return _text(404, "session not found")
         if session.session_id == STARTUP_SESSION:
@@ -779,8 +996,8 @@ class AgentHost:
     async def _whoami(self, request: Request) -> Response:
         who = self.identify(request) or ANONYMOUS
         if who is ANONYMOUS:
-            return JSONResponse({"identity": "anon", "source": "anonymous"})
-        return JSONResponse({"identity": who.name, "admin": who.admin, "source": "bearer"})
+            return json_response({"identity": "anon", "source": "anonymous"})
+        return json_response({"identity": who.name, "admin": who.admin, "source": "bearer"})
 
     # --- peers (hub only) -------------------------------------------------
 
@@ -814,7 +1031,7 @@ class AgentHost:
                 e.record(redact=not self.registry.may_manage(e, caller))
                 for e in self.registry.peers(labels)
             ]
-            encoded = bytes(JSONResponse({"peers": records}).body)
+            encoded = bytes(json_response({"peers": records}).body)
             if len(self._listings) >= _MAX_LISTINGS:  # callers choose filters: stay bounded
                 self._listings.clear()
             self._listings[key] = body = encoded
@@ -822,7 +1039,7 @@ class AgentHost:
 
     async def _register(self, request: Request) -> Response:
         assert self.registry is not None  # the /peers routes exist on hubs only
-        body = await self._json_body(request, MAX_REGISTER_BYTES)
+        body = await self._json_value(request, MAX_REGISTER_BYTES)
         if isinstance(body, Response):
             return body
         if not isinstance(body, dict):
@@ -857,14 +1074,14 @@ class AgentHost:
             )
         except RegistryError as exc:
             return _text(400, str(exc))
-        return JSONResponse(entry.record(redact=False), status_code=201)
+        return json_response(entry.record(redact=False), status_code=201)
 
     async def _heartbeat(self, request: Request) -> Response:
         assert self.registry is not None  # the /peers routes exist on hubs only
         entry = self.registry.heartbeat(request.path_params["rid"])
         if entry is None:
             return _text(404, "registration not found; register again")
-        return JSONResponse(entry.record(redact=False))
+        return json_response(entry.record(redact=False))
 
     async def _deregister(self, request: Request) -> Response:
         assert self.registry is not None  # the /peers routes exist on hubs only
@@ -879,8 +1096,42 @@ class AgentHost:
         for session in self.sessions.values():
             session.drop_streams()
 
+    def busy(self) -> int:
+        """How many sessions are running a turn (or have one queued) right now."""
+        return sum(1 for s in self.sessions.values() if s.busy or s.inbox)
+
+    async def serve(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        grace: float = DEFAULT_GRACE,
+        on_ready: Callable[[str], None] | None = None,
+        handle_signals: bool = True,
+    ) -> None:
+        """Serve this host on `host:port` until SIGTERM/SIGINT or `stop()`, then drain.
+
+        See `coreagent_sdk.host._serve.serve`: it joins the fleet's hub when
+        the host has `register_to`, calls `on_ready(url)` once listening, and
+        on the way out drains running turns for up to `grace` seconds,
+        deregisters and closes, within 10 s whatever a hub or peer does.
+        """
+        from ._serve import serve
+
+        await serve(self, host, port, grace=grace, on_ready=on_ready, handle_signals=handle_signals)
+
+    def stop(self) -> None:
+        """Ask a running `serve()` to drain and return (as SIGTERM does)."""
+        if self._stop is not None:
+            self._stop.set()
+
     async def aclose(self) -> None:
         """Stop running turns and end every stream (sessions stay listed)."""
+        if self._peer_tool is not None:
+            await self._peer_tool.aclose()
+            self._peer_tool = None
+        if self._own_directory is not None:
+            await self._own_directory.aclose()
         self.close_streams()
         tasks = list(self._tasks)
         for task in tasks:

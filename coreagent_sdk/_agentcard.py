@@ -1,0 +1,83 @@
+"""A peer's A2A discovery card (`GET /.well-known/agent-card.json`), as a daemon serves it.
+
+A daemon given an agent-card description serves this public document
+(core-agent `pkg/attach/agentcard.go`: A2A protocol 0.3.0): its name,
+description, URL, version, capabilities, security schemes and the skills of
+its agents. It is discovery metadata only; a daemon does not speak A2A's
+JSON-RPC. Everything in it is the server's text, so it is typed and checked
+here like any other answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from ._wire import _bool, _list, _map, _obj, _req_str, _str, _str_tuple, _wrong
+
+__all__ = ["AGENT_CARD_PATH", "AgentCard", "AgentSkill"]
+
+AGENT_CARD_PATH = "/.well-known/agent-card.json"
+
+
+@attrs.frozen
+class AgentSkill:
+    """One skill a peer's card lists: what one of its agents can do."""
+
+    id: str
+    name: str
+    description: str = ""
+    tags: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AgentSkill:
+        k = "agent card skill"
+        d = _obj(d, k)
+        return cls(
+            id=_req_str(d, "id", k),
+            name=_str(d, "name", k),
+            description=_str(d, "description", k),
+            tags=_str_tuple(d, "tags", k) or (),
+            examples=_str_tuple(d, "examples", k) or (),
+        )
+
+
+@attrs.frozen
+class AgentCard:
+    """A peer's A2A agent card: who it is, where, and which skills its agents have.
+
+    ``security_schemes`` names the schemes the card declares (`bearer`,
+    `mtls`): a caller needs that credential for everything but the card.
+    """
+
+    name: str
+    description: str
+    url: str
+    version: str
+    protocol_version: str
+    skills: tuple[AgentSkill, ...] = ()
+    streaming: bool = False
+    security_schemes: tuple[str, ...] = ()
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AgentCard:
+        k = "agent card"
+        d = _obj(d, k)
+        capabilities = _map(d, "capabilities", k) or {}
+        schemes = _map(d, "securitySchemes", k) or {}
+        skills = _list(d, "skills", k)
+        if not all(isinstance(s, Mapping) for s in skills):
+            raise _wrong(k, "skills", "an array of objects", skills)
+        return cls(
+            name=_req_str(d, "name", k),
+            description=_str(d, "description", k),
+            url=_str(d, "url", k),
+            version=_str(d, "version", k),
+            protocol_version=_str(d, "protocolVersion", k),
+            skills=tuple(AgentSkill.from_dict(s) for s in skills),
+            streaming=_bool(capabilities, "streaming", k),
+            security_schemes=tuple(sorted(str(name) for name in schemes)),
+        )

@@ -1,0 +1,99 @@
+"""`python -m coreagent_sdk.host module:agent --port N [--register-to URL --token-env NAME]`.
+
+Serves one agent: `module:agent` names an `AgentHost`, or an agent (an async
+function of a `Turn`) that a host is made for under `--name` (default: the
+attribute's name). Prints one JSON line `{"name", "url"}` once listening;
+SIGTERM drains running turns, deregisters and exits 0 within 10 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import CoreAgentError
+from ._daemon import DEFAULT_GRACE, AgentHost
+
+
+def _load(target: str) -> Any:
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise SystemExit(
+            f"coreagent_sdk.host: {target!r} is not module:attribute; name what to serve, "
+            "such as my_agents:triage"
+        )
+    sys.path.insert(0, os.getcwd())  # as `python -m` users expect: their modules are here
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise SystemExit(f"coreagent_sdk.host: cannot import {module_name!r}: {exc}") from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise SystemExit(
+            f"coreagent_sdk.host: module {module_name!r} has no attribute {attr!r}"
+        ) from None
+
+
+def build(args: argparse.Namespace) -> AgentHost:
+    """The host the command line describes."""
+    target = _load(args.target)
+    joined = {
+        "register_to": args.register_to,
+        "token_env": args.token_env,
+        "endpoint": args.endpoint,
+    }
+    if isinstance(target, AgentHost):
+        given = [f"--{k.replace('_', '-')}" for k, v in joined.items() if v is not None]
+        if given:
+            raise SystemExit(
+                f"coreagent_sdk.host: {args.target!r} is an AgentHost, configured in its module; "
+                f"pass {', '.join(given)} to AgentHost(...) there, or name an agent function"
+            )
+        return target
+    if not callable(target):
+        raise SystemExit(
+            f"coreagent_sdk.host: {args.target!r} is {type(target).__name__}, neither an "
+            "AgentHost nor an agent (an async function of a Turn)"
+        )
+    name = args.name or args.target.partition(":")[2]
+    return AgentHost(name, behavior=target, description=args.description or "", **joined)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m coreagent_sdk.host", description="Serve an agent on the attach wire."
+    )
+    parser.add_argument("target", help="module:attribute, an AgentHost or an agent function")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=0, help="port (0: any free one)")
+    parser.add_argument("--name", help="the agent's name (default: the attribute's)")
+    parser.add_argument("--description", help="serve an A2A agent card with this description")
+    parser.add_argument("--register-to", help="join this hub (its http(s) URL)")
+    parser.add_argument("--token-env", help="environment variable holding the host's token")
+    parser.add_argument("--endpoint", help="the URL the hub should give callers")
+    parser.add_argument(
+        "--grace", type=float, default=DEFAULT_GRACE, help="seconds running turns get to finish"
+    )
+    args = parser.parse_args(argv)
+    host = build(args)
+
+    def ready(url: str) -> None:
+        print(json.dumps({"name": host.name, "url": url}), flush=True)
+
+    try:
+        asyncio.run(host.serve(args.host, args.port, grace=args.grace, on_ready=ready))
+    except (OSError, ValueError, RuntimeError, CoreAgentError) as exc:
+        print(f"coreagent_sdk.host: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - exercised as a subprocess
+    raise SystemExit(main())

@@ -1,0 +1,81 @@
+"""The A2A discovery card a host serves when it is given a description.
+
+Pins core-agent `pkg/attach/agentcard.go`: served at
+`/.well-known/agent-card.json` before any auth (discovery must work without
+a credential), GET and HEAD only, indented JSON, A2A protocol 0.3.0, the
+skills of the host's agents (sorted by id, tagged `skill`), and a bearer
+security scheme when the host takes tokens. Its URL is the one the request
+was addressed to (X-Forwarded-Proto/-Host first, as the daemon reads them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+
+from .._agentcard import AGENT_CARD_PATH
+from ._gowire import go_json
+
+__all__ = ["AGENT_CARD_PATH", "CARD_PROTOCOL_VERSION", "card_response"]
+
+CARD_PROTOCOL_VERSION = "0.3.0"
+
+
+def _card_url(request: Request) -> str:
+    scheme = request.headers.get("x-forwarded-proto") or request.url.scheme
+    host = request.headers.get("x-forwarded-host") or request.headers.get("host", "")
+    return f"{scheme}://{host}" if host else ""
+
+
+def build_card(
+    request: Request,
+    *,
+    name: str,
+    description: str,
+    version: str,
+    skills: Mapping[str, str],
+    bearer: bool,
+) -> dict[str, Any]:
+    """The card's JSON object, field for field as the daemon's `agentCardWire`."""
+    card: dict[str, Any] = {
+        "protocolVersion": CARD_PROTOCOL_VERSION,
+        "name": name,
+        "description": description,
+        "url": _card_url(request),
+        "version": version,
+        "capabilities": {
+            "streaming": True,
+            "pushNotifications": False,
+            "stateTransitionHistory": False,
+        },
+    }
+    if bearer:
+        card["securitySchemes"] = {"bearer": {"type": "http", "scheme": "Bearer"}}
+        card["security"] = [{"bearer": []}]
+    card["defaultInputModes"] = ["text/plain"]
+    card["defaultOutputModes"] = ["text/plain"]
+    card["skills"] = [
+        {"id": skill, "name": skill, "description": skills[skill], "tags": ["skill"]}
+        for skill in sorted(skills)
+    ]
+    return card
+
+
+def card_response(request: Request, **card: Any) -> Response:
+    """`GET`/`HEAD` the card; any other method is 405, as `agentCardHandler` answers."""
+    if request.method not in ("GET", "HEAD"):
+        return PlainTextResponse(
+            "method not allowed\n", status_code=405, headers={"Allow": "GET, HEAD"}
+        )
+    body = (
+        b""
+        if request.method == "HEAD"
+        else (go_json(build_card(request, **card), indent=2) + "\n").encode()
+    )
+    response = Response(body, headers={"Content-Type": "application/json; charset=utf-8"})
+    if request.method == "HEAD":
+        del response.headers["content-length"]
+    return response

@@ -1,0 +1,168 @@
+"""Serving a host on a socket: listen, join the fleet, and stop cleanly within 10 s.
+
+The invariant is the stop: whatever a hub or a peer does, `serve` returns
+within `STOP_BUDGET` seconds of SIGTERM, SIGINT or `AgentHost.stop()`:
+
+1. new injects and wakes answer 503 (the daemon's `rejectDraining`), and
+   running turns get up to `grace` seconds to finish;
+2. the host deregisters from its hub (one request, bounded by
+   `HUB_TIMEOUT`); the heartbeat stops first;
+3. every event stream ends, uvicorn closes its connections (bounded), and
+   the host's turns, tools and clients are closed.
+
+Joining is `PeerRegistration`'s: registered under the host's name once the
+socket listens (so a caller resolving it can connect at once), heartbeats at
+a third of the lease, registers again after a failure, deregisters on the
+way out. (The daemon's `main.go` cancels its own heartbeat right after
+registering, so a daemon's lease lapses after one TTL; a host keeps it.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from .._registration import PeerRegistration
+
+if TYPE_CHECKING:
+    from ._daemon import AgentHost
+
+__all__ = ["HUB_TIMEOUT", "STOP_BUDGET", "serve"]
+
+STOP_BUDGET = 10.0  # seconds from the stop signal to serve() returning, at most
+HUB_TIMEOUT = 2.0  # each request to the hub while joining or leaving
+_CLOSE_TIMEOUT = 1.0  # uvicorn's own graceful shutdown, after streams have ended
+_STARTUP_TIMEOUT = 10.0
+_POLL = 0.02
+
+
+def _server_class() -> type:
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # The host handles SIGTERM itself: uvicorn would re-raise it after shutting
+            # down, killing the process before the host deregistered.
+            yield
+
+    return _Server
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
+
+
+@contextlib.contextmanager
+def _signals(stop: asyncio.Event, enabled: bool) -> Iterator[None]:
+    """SIGTERM and SIGINT set `stop` while serving (main thread only), then are restored."""
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    if enabled and threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+                installed.append(sig)
+    try:
+        yield
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+async def serve(
+    host_app: AgentHost,
+    host: str,
+    port: int,
+    *,
+    grace: float,
+    on_ready: Callable[[str], None] | None,
+    handle_signals: bool,
+) -> None:
+    """Serve `host_app` on `host:port` until told to stop; see the module docstring."""
+    import uvicorn
+
+    if not 0 <= grace <= STOP_BUDGET - HUB_TIMEOUT - 2 * _CLOSE_TIMEOUT:
+        raise ValueError(
+            f"AgentHost.serve: grace must be between 0 and "
+            f"{STOP_BUDGET - HUB_TIMEOUT - 2 * _CLOSE_TIMEOUT:g} seconds (the stop takes at "
+            f"most {STOP_BUDGET:g} s in all), got {grace!r}"
+        )
+    sock = _listen(host, port)
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{bound}"
+    config = uvicorn.Config(
+        host_app.app,
+        lifespan="off",
+        log_level="warning",
+        timeout_graceful_shutdown=int(_CLOSE_TIMEOUT) or 1,
+    )
+    server = _server_class()(config)
+    stop = host_app._stop = asyncio.Event()
+    serving = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
+    registration: PeerRegistration | None = None
+    try:
+        with _signals(stop, handle_signals):
+            for _ in range(int(_STARTUP_TIMEOUT / _POLL)):  # bounded: uvicorn has no event
+                if server.started or serving.done():
+                    break
+                await asyncio.sleep(_POLL)
+            if not server.started:
+                raise RuntimeError(f"AgentHost.serve: {url} did not start listening")
+            if host_app.register_to is not None:
+                registration = PeerRegistration(
+                    host_app.register_to,
+                    name=host_app.name,
+                    endpoint=host_app.endpoint or url,
+                    labels=host_app.labels,
+                    token_env=host_app.token_env,
+                    transport=host_app.peer_transport,
+                    timeout=HUB_TIMEOUT,
+                )
+                await registration.__aenter__()
+            if on_ready is not None:
+                on_ready(url)
+            waiter = asyncio.get_running_loop().create_task(stop.wait())
+            await asyncio.wait({waiter, serving}, return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+            await _drain(host_app, grace)
+    finally:
+        host_app._stop = None
+        if registration is not None:
+            await registration.__aexit__(None, None, None)  # bounded by HUB_TIMEOUT
+        host_app.close_streams()
+        server.should_exit = True
+        with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(serving), 2 * _CLOSE_TIMEOUT + 1)
+        if not serving.done():
+            serving.cancel()
+        await host_app.aclose()
+        sock.close()
+        host_app.draining = False
+
+
+async def _drain(host_app: AgentHost, grace: float) -> None:
+    """Refuse new work, then give running turns up to `grace` seconds (polled, bounded)."""
+    host_app.draining = True
+    deadline = time.monotonic() + grace
+    for _ in range(int(grace / _POLL) + 1):  # bounded by grace, and by a count
+        if not host_app.busy() or time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(_POLL)

@@ -1,0 +1,19 @@
+"""Agents that tests serve with `python -m coreagent_sdk.host tests.host_agents:NAME`."""
+
+from __future__ import annotations
+
+import asyncio
+
+from coreagent_sdk.host import Turn
+
+
+async def echo(turn: Turn) -> None:
+    """Answer with the prompt."""
+    await turn.say(turn.prompt)
+
+
+async def slow_echo(turn: Turn) -> None:
+    """Narrate, take a second, then answer with the prompt (a turn to stop a host in)."""
+    await turn.narrate("thinking", tool="wait")
+    await asyncio.sleep(1.0)
+    await turn.say(turn.prompt)

@@ -1,0 +1,478 @@
+"""The agent host answers as core-agent's Go daemon does, rule by rule.
+
+Each test names the Go function it pins (core-agent `pkg/attach`, `pkg/agent`,
+`pkg/auth`). The host is driven as its users drive it: an `AgentHost` behind
+the SDK's in-process transport, raw httpx on the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from coreagent_sdk import ASGITransport, FakeClock
+from coreagent_sdk.host import AgentHost, Identity, SessionRateLimit, Turn
+
+JSON = {"Content-Type": "application/json"}
+FRAME = re.compile(rb"event: ([a-z-]+)\ndata: ([^\n]+)\n\n")
+TOKENS = {
+    "tok-alice": Identity("alice"),
+    "tok-bob": Identity("bob"),
+    "tok-carol": Identity("carol"),
+    "tok-root": Identity("root", admin=True),
+}
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {**JSON, "Authorization": f"Bearer {token}"}
+
+
+def client(host: AgentHost) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=ASGITransport(host.app), base_url="http://agent.test")
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    async with client(AgentHost("agent", session_rate_limit=None)) as http:
+        yield http
+
+
+async def new_session(http: httpx.AsyncClient, headers: dict[str, str] = JSON) -> str:
+    created = await http.post("/sessions", headers=headers)
+    assert created.status_code == 201, created.text
+    body = created.json()
+    return f"/sessions/{body['app']}/{body['sessionID']}"
+
+
+async def frames(
+    http: httpx.AsyncClient,
+    url: str,
+    stop: Callable[[str, dict[str, Any]], bool],
+    *,
+    after: Any = None,
+    headers: dict[str, str] | None = None,
+) -> list[tuple[str, dict[str, Any]]]:
+    """(event, payload) pairs of a stream until `stop` says so (bounded: 10 s)."""
+
+    async def read() -> list[tuple[str, dict[str, Any]]]:
+        out: list[tuple[str, dict[str, Any]]] = []
+        buf = b""
+        async with http.stream("GET", url, headers=headers) as response:
+            assert response.status_code == 200, response.status_code
+            async for chunk in response.aiter_bytes():
+                buf += chunk
+                for event, data in FRAME.findall(buf):
+                    out.append((event.decode(), json.loads(data)))
+                    if after is not None and len(out) == 1:
+                        await after()
+                    if stop(*out[-1]):
+                        return out
+                buf = buf[buf.rfind(b"\n\n") + 2 :]
+        return out
+
+    return await asyncio.wait_for(read(), 10)
+
+
+def usage_after_turn(event: str, payload: dict[str, Any]) -> bool:
+    return event == "usage-update" and "last_turn" in payload
+
+
+async def one_turn(
+    http: httpx.AsyncClient,
+    path: str,
+    message: str = "hello",
+    headers: dict[str, str] = JSON,
+    since: str | None = None,
+) -> list[tuple[str, dict[str, Any]]]:
+    """The frames of a stream opened on `path` (with `?since=`), then of one turn on it."""
+
+    async def inject() -> None:
+        answer = await http.post(f"{path}/inject", headers=headers, json={"message": message})
+        assert answer.status_code == 200, answer.text
+
+    params = {"since": since} if since is not None else None
+    url = str(httpx.URL(f"{path}/events", params=params))
+    return await frames(http, url, usage_after_turn, after=inject, headers=headers)
+
+
+def seqs(got: list[tuple[str, dict[str, Any]]]) -> list[int]:
+    return [p["seq"] for e, p in got if e == "agent"]
+
+
+def split_at_turn(got: list[tuple[str, dict[str, Any]]]) -> tuple[list[int], list[int]]:
+    """(replayed seqs, seqs of the live turn): the turn starts at its first `inbox` frame."""
+    start = next(i for i, (e, _) in enumerate(got) if e == "inbox")
+    return seqs(got[:start]), seqs(got[start:])
+
+
+# --- events: since, seqs, replay, turn order ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("since", "replayed"),
+    [
+        ("+{first}", "rest"),  # ParseInt takes a sign
+        (" {first}\t", "rest"),  # strings.TrimSpace
+        ("{first}\u2003", "rest"),  # Unicode space, trimmed as Go trims it
+        ("\u0661", "all"),  # a non-ASCII digit is not a number to ParseInt
+        ("1_0", "all"),  # nor are digit separators
+        ("9223372036854775808", "all"),  # out of int64 range: an error, so 0
+        ("-{first}", "all"),  # negative: 0
+        ("9223372036854775807", "none"),  # the largest cursor: nothing is after it
+    ],
+)
+async def test_since_is_read_as_strconv_parseint_reads_it(
+    http: httpx.AsyncClient, since: str, replayed: str
+) -> None:
+    """Pins `pkg/attach/handlers.go` `parseSince` (`strconv.ParseInt`, error or < 0 -> 0)."""
+    path = await new_session(http)
+    logged = seqs(await one_turn(http, path))
+    assert len(logged) == 2  # the echoed prompt and the answer
+    cursor = since.format(first=logged[0])
+    replayed_seqs, _ = split_at_turn(await one_turn(http, path, "again", since=cursor))
+    want = {"rest": logged[1:], "all": logged, "none": []}[replayed]
+    assert replayed_seqs == want
+
+
+async def test_seqs_come_from_one_counter_across_the_hosts_sessions(
+    http: httpx.AsyncClient,
+) -> None:
+    """Pins the daemon's event log (`pkg/attach/broadcaster.go` `Frame.Seq`): one counter for
+    every session, so a session's seqs increase but neither start at 1 nor run contiguously."""
+    first, second = await new_session(http), await new_session(http)
+    a1 = seqs(await one_turn(http, first))
+    b1 = seqs(await one_turn(http, second))
+    replayed, a2 = split_at_turn(await one_turn(http, first))
+    assert a1 == [1, 2] and b1 == [3, 4] and replayed == [1, 2] and a2 == [5, 6]
+    replay = await frames(http, f"{first}/events", lambda e, p: e == "agent" and p["seq"] == 6)
+    assert seqs(replay) == [1, 2, 5, 6]
+
+
+async def test_a_turn_closes_with_complete_then_idle_then_usage_with_last_turn(
+    http: httpx.AsyncClient,
+) -> None:
+    """Pins the daemon's turn order (`pkg/attach/events.go` `UsageUpdate.LastTurn`): status
+    streaming, the events, turn-complete, status idle, then usage-update with last_turn."""
+    path = await new_session(http)
+    got = await one_turn(http, path, "twelve chars")
+    events = [e for e, _ in got]
+    turn = events[events.index("inbox") :]
+    assert turn == [
+        "inbox",
+        "inbox",
+        "status-update",
+        "agent",
+        "agent",
+        "turn-complete",
+        "status-update",
+        "usage-update",
+    ]
+    payloads = [p for _, p in got]
+    done, idle, usage = payloads[-3:]
+    assert idle == {"turn_state": "idle"}
+    assert usage["last_turn"] == {
+        "tokens_in": done["tokens_in"],
+        "tokens_out": done["tokens_out"],
+        "cost_usd": 0.0,
+        "model": done["model"],
+    }
+    assert usage["turns_total"] == 1
+    # The snapshot a later stream opens with carries no last_turn (omitempty at stream open).
+    later = await frames(http, f"{path}/events", lambda e, p: e == "usage-update")
+    assert "last_turn" not in later[-1][1] and later[-1][1]["turns_total"] == 1
+
+
+async def test_a_failed_turn_goes_idle_without_a_usage_update() -> None:
+    """Pins the turn-error path: the daemon's tracker reports only turns that finished."""
+
+    async def failing(turn: Turn) -> None:
+        await turn.error("rate_limited", "slow down", retryable=True)
+
+    async with client(AgentHost("agent", behavior=failing)) as http:
+        path = await new_session(http)
+
+        async def inject() -> None:
+            await http.post(f"{path}/inject", headers=JSON, json={"message": "go"})
+
+        got = await frames(
+            http,
+            f"{path}/events",
+            lambda e, p: p == {"turn_state": "idle"},
+            after=inject,
+        )
+    events = [e for e, _ in got]
+    assert events[-2:] == ["turn-error", "status-update"]
+    assert "usage-update" not in events[2:]
+
+
+# --- request bodies ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "text"),
+    [
+        (b"", 400, "request body is empty\n"),
+        (b"   ", 400, "malformed JSON: "),  # blank is not empty: Go's decoder refuses it
+        (b"[]", 400, "malformed JSON: json: cannot unmarshal array into Go value of type "),
+        (b'"hi"', 400, "malformed JSON: json: cannot unmarshal string into Go value of type "),
+        (
+            b'{"message": 5}',
+            400,
+            "malformed JSON: json: cannot unmarshal number into Go struct field "
+            "InjectRequest.message of type string\n",
+        ),
+        (
+            b'{"message": "x", "wake": "no"}',
+            400,
+            "malformed JSON: json: cannot unmarshal string into Go struct field "
+            "InjectRequest.wake of type bool\n",
+        ),
+        (b'{"message": NaN}', 400, "malformed JSON: "),
+        (b"null", 400, "inject: message is required\n"),
+        (b'{"message": null}', 400, "inject: message is required\n"),
+    ],
+)
+async def test_inject_bodies_are_refused_as_readjson_refuses_them(
+    http: httpx.AsyncClient, body: bytes, status: int, text: str
+) -> None:
+    """Pins `pkg/attach/handlers.go` `readJSON` and `doInject` (json.Unmarshal's errors)."""
+    path = await new_session(http)
+    answer = await http.post(f"{path}/inject", headers=JSON, content=body)
+    assert answer.status_code == status
+    assert answer.text.startswith(text) and answer.text.endswith("\n")
+
+
+@pytest.mark.parametrize(
+    ("body", "woke"),
+    [
+        ({"message": "x"}, True),
+        ({"message": "x", "wake": None}, True),  # a *bool: null is nil, nil is true
+        ({"message": "x", "wake": False}, False),
+        ({"Message": "x", "WAKE": False}, False),  # Go matches keys case-insensitively
+        ({"message": "x", "wake": False, "extra": [1]}, False),  # unknown keys are ignored
+    ],
+)
+async def test_wake_omitted_or_null_means_true(
+    http: httpx.AsyncClient, body: dict[str, Any], woke: bool
+) -> None:
+    """Pins `pkg/attach/handlers.go` `InjectRequest.Wake` (`*bool`: nil means wake)."""
+    path = await new_session(http)
+    answer = await http.post(f"{path}/inject", headers=JSON, json=body)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["woke"] is woke and answer.json()["injected"] == "x"
+
+
+async def test_a_wake_naming_a_target_is_not_implemented(http: httpx.AsyncClient) -> None:
+    """Pins `pkg/attach/handlers.go` `doWake`: a per-subagent target is 501."""
+    path = await new_session(http)
+    answer = await http.post(f"{path}/wake", headers=JSON, json={"target": "sub-1"})
+    assert answer.status_code == 501
+    assert answer.text.startswith("wake: per-subagent target is not yet implemented")
+
+
+async def test_json_bodies_end_in_a_newline_with_go_html_safe_escapes(
+    http: httpx.AsyncClient,
+) -> None:
+    """Pins `pkg/attach/handlers.go` `writeJSON` (`json.NewEncoder(w).Encode`): compact JSON,
+    `<`, `>` and `&` escaped as Go escapes them, and a trailing newline."""
+    created = await http.post("/sessions", headers=JSON)
+    assert created.text.endswith("}\n") and created.text.count("\n") == 1
+    path = await new_session(http)
+    answer = await http.post(f"{path}/inject", headers=JSON, json={"message": "<b> & \u2028"})
+    assert '"injected":"\\u003cb\\u003e \\u0026 \\u2028"' in answer.text
+    assert answer.text.endswith("}\n")
+    assert answer.json()["injected"] == "<b> & \u2028"
+    listed = await http.get("/sessions")
+    assert listed.text.endswith("]}\n")
+
+
+# --- sessions: create body, ACL, rate limit ----------------------------------------------
+
+
+async def test_create_session_refuses_an_owner_other_than_the_caller() -> None:
+    """Pins `pkg/attach/handlers_create_session.go` `createSession`: `owner` is not settable."""
+    async with client(AgentHost("agent", tokens=TOKENS)) as http:
+        refused = await http.post("/sessions", headers=bearer("tok-alice"), json={"owner": "bob"})
+        assert refused.status_code == 400
+        assert refused.text == (
+            "create session: owner is not settable (the new session is owned by the "
+            'authenticated caller "alice", request said "bob"); omit the field\n'
+        )
+        same = await http.post("/sessions", headers=bearer("tok-alice"), json={"owner": "alice"})
+        assert same.status_code == 201 and same.json()["user"] == "alice"
+        empty = await http.post("/sessions", headers=bearer("tok-alice"), content=b"")
+        assert empty.status_code == 201
+        bad = await http.post("/sessions", headers=bearer("tok-alice"), json={"viewers": "bob"})
+        assert bad.status_code == 400
+        assert bad.text.startswith("create session: json: cannot unmarshal string into Go ")
+
+
+async def test_viewers_read_contributors_write_and_others_see_nothing() -> None:
+    """Pins `pkg/auth/authorize.go` `Authorize` with the ACL `createSession` stamps."""
+    async with client(AgentHost("agent", tokens=TOKENS, session_rate_limit=None)) as http:
+        path = await new_session(http, bearer("tok-alice"))
+        acl = {"viewers": [" bob ", "", "bob"], "contributors": ["carol"]}
+        created = await http.post("/sessions", headers=bearer("tok-alice"), json=acl)
+        shared = f"/sessions/{created.json()['app']}/{created.json()['sessionID']}"
+
+        def listed(token: str) -> set[str]:
+            return {f"/sessions/{r['app']}/{r['sessionID']}" for r in rows[token]}
+
+        rows: dict[str, list[dict[str, Any]]] = {}
+        for token in ("tok-alice", "tok-bob", "tok-carol"):
+            rows[token] = (await http.get("/sessions", headers=bearer(token))).json()["sessions"]
+        assert {path, shared} <= listed("tok-alice")
+        assert shared in listed("tok-bob") and path not in listed("tok-bob")
+        assert shared in listed("tok-carol") and path not in listed("tok-carol")
+
+        inject = {"message": "hi"}
+        # bob (a viewer, trimmed) reads but may not write: a denial is a 404, as on a daemon.
+        denied = await http.post(f"{shared}/inject", headers=bearer("tok-bob"), json=inject)
+        assert denied.status_code == 404
+        got = await one_turn(http, shared, headers=bearer("tok-carol"))  # carol contributes
+        assert [e for e, _ in got][-1] == "usage-update"
+        async with http.stream("GET", f"{shared}/events", headers=bearer("tok-bob")) as stream:
+            assert stream.status_code == 200
+        # Only the owner (or an admin) may delete; nobody else may touch her own session.
+        assert (await http.delete(shared, headers=bearer("tok-carol"))).status_code == 404
+        other = await http.post(f"{path}/inject", headers=bearer("tok-bob"), json=inject)
+        assert other.status_code == 404
+        assert (await http.delete(shared, headers=bearer("tok-root"))).status_code == 204
+
+
+async def test_the_session_rate_limit_is_on_by_default() -> None:
+    """Pins `pkg/attach/rate_limit.go` as a daemon runs it: POST /sessions is limited per
+    caller unless the operator turns it off (burst 5, then 10 a minute)."""
+    clock = FakeClock()
+    async with client(AgentHost("agent", clock=clock)) as http:
+        answers = [(await http.post("/sessions", headers=JSON)).status_code for _ in range(6)]
+        assert answers == [201] * 5 + [429]
+        clock.advance(6)  # one token back at 10 a minute
+        assert (await http.post("/sessions", headers=JSON)).status_code == 201
+        assert (await http.post("/sessions", headers=JSON)).status_code == 429
+    async with client(AgentHost("agent", clock=clock, session_rate_limit=None)) as http:
+        answers = [(await http.post("/sessions", headers=JSON)).status_code for _ in range(20)]
+        assert set(answers) == {201}
+    assert AgentHost("x").rate_limiter is not None
+    assert AgentHost("x", session_rate_limit=SessionRateLimit(burst=1)).rate_limiter is not None
+
+
+# --- the browser write guard -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("origin", "status"),
+    [
+        ("https://attacker.invalid", 403),
+        ("null", 403),  # a sandboxed page
+        ("not a url", 403),
+        ("http://localhost:3000", 201),
+        ("https://LOCALHOST", 201),
+        ("http://127.0.0.1:9", 201),
+        ("http://[::1]:8080", 201),
+        ("https://agent.test", 201),  # this listener itself (the scheme is not compared)
+        ("http://agent.test:81", 403),  # another port is another listener
+    ],
+)
+async def test_a_write_from_a_foreign_browser_origin_is_refused(
+    http: httpx.AsyncClient, origin: str, status: int
+) -> None:
+    """Pins `pkg/attach/csrf.go` `browserWriteGuard` / `originAllowed`."""
+    answer = await http.post("/sessions", headers={**JSON, "Origin": origin})
+    assert answer.status_code == status, answer.text
+    if status == 403:
+        assert answer.text.startswith(f"cross-origin request rejected: Origin {json.dumps(origin)}")
+    listed = await http.get("/sessions", headers={"Origin": origin})  # reads are not guarded
+    assert listed.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("content_type", "status"),
+    [
+        ("application/json", 201),
+        ("Application/JSON", 201),
+        ("application/json; charset=utf-8", 201),
+        ("application/json;", 201),  # Go ignores a trailing semicolon
+        ("application/json; charset", 415),  # a parameter that is not key=value
+        ("application/jsonx", 415),
+        ("text/plain", 415),
+        ("", 415),
+    ],
+)
+async def test_a_write_is_json_as_mime_parsemediatype_reads_it(
+    http: httpx.AsyncClient, content_type: str, status: int
+) -> None:
+    """Pins `pkg/attach/csrf.go` `isJSONContentType` (`mime.ParseMediaType`)."""
+    headers = {"Content-Type": content_type} if content_type else {}
+    answer = await http.post("/sessions", headers=headers)
+    assert answer.status_code == status, answer.text
+    if status == 415:
+        assert answer.text.startswith("unsupported media type: state-changing attach endpoints")
+
+
+async def test_the_write_guard_runs_after_the_token_check() -> None:
+    """Pins `Server.Bind`'s order: the token middleware (401) before the write guard."""
+    async with client(AgentHost("agent", tokens=TOKENS)) as http:
+        answer = await http.post("/sessions", headers={"Origin": "https://attacker.invalid"})
+        assert answer.status_code == 401
+
+
+# --- the A2A discovery card --------------------------------------------------------------
+
+
+async def test_a_host_with_a_description_serves_its_agent_card_without_auth() -> None:
+    """Pins `pkg/attach/agentcard.go` `buildAgentCard` / `agentCardHandler` and
+    `pkg/attach/server.go` `cardBypass`: public, protocol 0.3.0, skills sorted by id."""
+    host = AgentHost(
+        "triage",
+        tokens=TOKENS,
+        description="Triages <cluster> alerts",
+        skills={"kubectl": "Reads the cluster", "alerts": "Reads the pager"},
+    )
+    async with client(host) as http:
+        answer = await http.get(
+            "/.well-known/agent-card.json", headers={"X-Forwarded-Proto": "https"}
+        )
+        assert answer.status_code == 200  # no token: the card is discovery metadata
+        assert answer.headers["content-type"] == "application/json; charset=utf-8"
+        assert answer.text.startswith('{\n  "protocolVersion": "0.3.0",\n  "name": "triage",')
+        assert "\\u003ccluster\\u003e" in answer.text and answer.text.endswith("}\n")
+        card = answer.json()
+        assert card["url"] == "https://agent.test"
+        assert card["capabilities"] == {
+            "streaming": True,
+            "pushNotifications": False,
+            "stateTransitionHistory": False,
+        }
+        assert card["securitySchemes"] == {"bearer": {"type": "http", "scheme": "Bearer"}}
+        assert card["security"] == [{"bearer": []}]
+        assert [s["id"] for s in card["skills"]] == ["alerts", "kubectl"]
+        assert card["skills"][1] == {
+            "id": "kubectl",
+            "name": "kubectl",
+            "description": "Reads the cluster",
+            "tags": ["skill"],
+        }
+        head = await http.head("/.well-known/agent-card.json")
+        assert head.status_code == 200 and head.content == b""
+        post = await http.post("/.well-known/agent-card.json", headers=JSON)
+        assert post.status_code == 405 and post.headers["allow"] == "GET, HEAD"
+        # Everything else still needs the token.
+        assert (await http.get("/sessions")).status_code == 401
+
+
+async def test_a_host_without_a_description_serves_no_card() -> None:
+    """Pins `AgentCardConfig.Enabled`: no description, no card (and no auth bypass)."""
+    async with client(AgentHost("agent", tokens=TOKENS)) as http:
+        assert (await http.get("/.well-known/agent-card.json")).status_code == 401
+    async with client(AgentHost("agent")) as http:
+        assert (await http.get("/.well-known/agent-card.json")).status_code == 404
+    open_card = AgentHost("agent", description="Answers")
+    async with client(open_card) as http:
+        assert "securitySchemes" not in (await http.get("/.well-known/agent-card.json")).json()

@@ -1,0 +1,242 @@
+"""Serving a host: turns that call peers, joining a hub, and stopping cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from coreagent_sdk import (
+    ASGITransport,
+    AttachClient,
+    CallPeer,
+    HubDirectory,
+    Peer,
+    RoutingTransport,
+    StaticDirectory,
+)
+from coreagent_sdk.errors import UnknownPeerError
+from coreagent_sdk.host import AgentHost, PeerRegistry, Turn
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def answer_of(host: AgentHost, prompt: str) -> tuple[str, list[Any]]:
+    """Ask `host` in-process; (its answer, the agent events of the turn)."""
+    transport = ASGITransport(host.app)
+    async with AttachClient("http://asker.test", transport=transport) as client:
+        session = await client.new_session()
+        events: list[Any] = []
+        async with client.events(session) as frames:
+            await client.inject(session, prompt)
+            async for frame in frames:
+                name = type(frame).__name__
+                if name == "AgentFrame":
+                    events.append(frame.event)
+                if name == "TurnComplete":
+                    break
+    said = [e for e in events if e.author == "asker" and e.text and not e.has_function]
+    return said[-1].text, events
+
+
+def calls_of(event: Any) -> list[Any]:
+    return [p.function_call for p in event.content.parts if p.function_call is not None]
+
+
+def responses_of(event: Any) -> list[Any]:
+    return [p.function_response for p in event.content.parts if p.function_response is not None]
+
+
+def helpers() -> tuple[StaticDirectory, RoutingTransport]:
+    helper = AgentHost("helper", behavior=lambda_upper)
+    routes = RoutingTransport({"helper.test": ASGITransport(helper.app)})
+    return StaticDirectory([Peer("helper", "http://helper.test")]), routes
+
+
+async def lambda_upper(turn: Turn) -> None:
+    await turn.say(turn.prompt.upper())
+
+
+async def test_a_turn_calls_a_peer_as_a_call_peer_tool_call() -> None:
+    async def asker(turn: Turn) -> None:
+        result = await turn.call_peer("helper", "shout this")
+        await turn.say(f"helper said {result['response']}")
+
+    directory, routes = helpers()
+    host = AgentHost("asker", behavior=asker, directory=directory, peer_transport=routes)
+    answer, events = await answer_of(host, "go")
+    assert answer == "helper said SHOUT THIS"
+    (fc,) = next(calls_of(e) for e in events if calls_of(e))
+    assert (fc.name, fc.args) == ("call_peer", {"peer": "helper", "prompt": "shout this"})
+    reply = next(e for e in events if responses_of(e))
+    (fr,) = responses_of(reply)
+    assert fr.id == fc.id and fr.name == "call_peer" and reply.content.role == "user"
+    assert fr.response["response"] == "SHOUT THIS" and fr.response["peer"] == "helper"
+    await host.aclose()
+
+
+async def test_a_failed_call_is_the_tools_error_answer_and_the_turn_goes_on() -> None:
+    async def asker(turn: Turn) -> None:
+        result = await turn.call_peer("nobody", "hello?")
+        await turn.say(f"got {sorted(result)}: {result['error']}")
+
+    directory, routes = helpers()
+    host = AgentHost("asker", behavior=asker, directory=directory, peer_transport=routes)
+    answer, events = await answer_of(host, "go")
+    assert answer.startswith("got ['error']: call_peer: unknown peer \"nobody\"")
+    (fr,) = next(responses_of(e) for e in events if responses_of(e))
+    assert set(fr.response) == {"error"}
+    bare = AgentHost("asker", behavior=asker)  # no directory at all: an error answer too
+    answer, _ = await answer_of(bare, "go")
+    assert "has no directory of peers" in answer
+    await host.aclose()
+
+
+async def test_parallel_calls_share_one_call_event_and_one_response_event() -> None:
+    async def asker(turn: Turn) -> None:
+        results = await turn.call_peers([("helper", "a"), ("nobody", "b"), ("helper", "c")])
+        await turn.say(" ".join(r.get("response", "x") for r in results))
+
+    directory, routes = helpers()
+    host = AgentHost("asker", behavior=asker, directory=directory, peer_transport=routes)
+    answer, events = await answer_of(host, "go")
+    assert answer == "A x C"
+    (calls,) = [calls_of(e) for e in events if calls_of(e)]
+    (responses,) = [responses_of(e) for e in events if responses_of(e)]
+    assert [c.args["prompt"] for c in calls] == ["a", "b", "c"]
+    assert [r.id for r in responses] == [c.id for c in calls]
+    await host.aclose()
+
+
+@pytest.fixture
+async def hub() -> AsyncIterator[str]:
+    """A hub served on loopback in this process; yields its URL."""
+    hub = AgentHost("hub", registry=PeerRegistry(), session_rate_limit=None)
+    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(hub.serve(on_ready=ready.set_result, handle_signals=False))
+    url = await asyncio.wait_for(ready, 10)
+    yield url
+    hub.stop()
+    await asyncio.wait_for(task, 10)
+
+
+async def test_a_served_host_joins_its_hub_answers_callers_and_leaves_on_stop(hub: str) -> None:
+    host = AgentHost("helper", behavior=lambda_upper, register_to=hub)
+    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    serving = asyncio.create_task(host.serve(on_ready=ready.set_result, handle_signals=False))
+    url = await asyncio.wait_for(ready, 10)
+    directory = HubDirectory(hub)
+    assert [(p.name, p.endpoint) for p in await directory.peers()] == [("helper", url)]
+    async with CallPeer(directory, timeout=10) as tool:
+        assert (await tool.acall(peer="helper", prompt="hi")).response == "HI"
+        host.stop()
+        started = time.monotonic()
+        await asyncio.wait_for(serving, 10)
+        assert time.monotonic() - started < 10
+        assert list(await directory.peers()) == []  # deregistered on the way out
+        with pytest.raises(UnknownPeerError):
+            await tool.acall(peer="helper", prompt="still there?")
+    await directory.aclose()
+
+
+async def test_a_stopping_host_lets_its_running_turn_finish_and_refuses_new_work() -> None:
+    async def slow(turn: Turn) -> None:
+        await asyncio.sleep(0.5)
+        await turn.say("finished")
+
+    host = AgentHost("slow", behavior=slow)
+    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    serving = asyncio.create_task(host.serve(on_ready=ready.set_result, handle_signals=False))
+    url = await asyncio.wait_for(ready, 10)
+    json_headers = {"Content-Type": "application/json"}
+    async with (
+        CallPeer(StaticDirectory([Peer("slow", url)]), timeout=10) as tool,
+        httpx.AsyncClient(base_url=url) as http,
+    ):
+        other = (await http.post("/sessions", headers=json_headers)).json()
+        call = asyncio.create_task(tool.acall(peer="slow", prompt="go"))
+        for _ in range(200):  # bounded: until the turn runs
+            if host.busy():
+                break
+            await asyncio.sleep(0.01)
+        host.stop()
+        for _ in range(200):  # bounded: until the drain starts
+            if host.draining:
+                break
+            await asyncio.sleep(0.01)
+        late = await http.post(
+            f"/sessions/{other['app']}/{other['sessionID']}/inject",
+            headers=json_headers,
+            json={"message": "too late"},
+        )
+        assert late.status_code == 503 and late.headers["retry-after"] == "5"
+        assert late.text.startswith("daemon is shutting down")
+        assert (await call).response == "finished"  # drained, not cut off
+    await asyncio.wait_for(serving, 10)
+    async with httpx.AsyncClient() as http:
+        with pytest.raises(httpx.ConnectError):
+            await http.get(f"{url}/sessions")  # closed once serve() returned
+
+
+def spawn(argv: list[str]) -> subprocess.Popen[str]:
+    env = {**os.environ, "HOST_TOKEN": "unused-on-an-open-hub", "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+async def test_the_command_serves_an_agent_joins_and_a_sigterm_mid_turn_drains(
+    hub: str,
+) -> None:
+    proc = spawn(
+        [
+            sys.executable,
+            "-m",
+            "coreagent_sdk.host",
+            "tests.host_agents:slow_echo",
+            "--port",
+            "0",
+            "--name",
+            "slowpoke",
+            "--register-to",
+            hub,
+            "--token-env",
+            "HOST_TOKEN",
+        ]
+    )
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 20)
+        ready = json.loads(line)
+        assert ready["name"] == "slowpoke" and ready["url"].startswith("http://127.0.0.1:")
+        directory = HubDirectory(hub)
+        assert [p.name for p in await directory.peers()] == ["slowpoke"]
+        async with CallPeer(directory, timeout=15) as tool:
+            call = asyncio.create_task(tool.acall(peer="slowpoke", prompt="mid-turn"))
+            await asyncio.sleep(0.5)  # the turn is running (it takes 1 s)
+            proc.send_signal(signal.SIGTERM)
+            started = time.monotonic()
+            assert (await call).response == "thinking\n\nmid-turn"  # drained, not cut off
+            code = await asyncio.wait_for(asyncio.to_thread(proc.wait), 10)
+            assert code == 0, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() - started < 10
+        assert list(await directory.peers()) == []
+        await directory.aclose()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        if proc.stderr is not None:
+            proc.stderr.close()
