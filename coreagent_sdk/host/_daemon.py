@@ -341,7 +341,10 @@ def protocol_major(version: str) -> int | None:
         if c in ".-+":
             v = v[:i]
             break
-    return int(v) if v.isascii() and v.isdigit() else None
+    if not (v.isascii() and v.isdigit()) or len(v) > 19:
+        return None  # Atoi refuses it, or it is past int64 (Python would refuse 4,300+ digits)
+    major = int(v)
+    return major if major < 2**63 else None
 
 
 class _EventsEndpoint:

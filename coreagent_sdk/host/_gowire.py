@@ -92,17 +92,34 @@ def parse_since(raw: str | None) -> int:
 
 
 def _no_constants(name: str) -> Any:
+    # NaN and Infinity are not JSON; Go's scanner says so at their first letter.
+    if name.startswith("-"):
+        raise ValueError(f"invalid character {name[1]!r} in numeric literal")
     raise ValueError(f"invalid character {name[0]!r} looking for beginning of value")
 
 
 def _replace_surrogates(value: Any) -> Any:
-    # Go decodes a lone \\ud800 escape to U+FFFD; Python keeps it and cannot encode it back.
-    if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value)
-    if isinstance(value, list):
-        return [_replace_surrogates(v) for v in value]
-    if isinstance(value, dict):
-        return {_replace_surrogates(k): _replace_surrogates(v) for k, v in value.items()}
+    """Go decodes a lone \\ud800 escape to U+FFFD; Python keeps it and cannot encode it back.
+
+    Iterative, so a deeply nested body costs no recursion (Go's decoder nests 10,000 deep).
+    """
+
+    def fix(item: Any) -> Any:
+        return _SURROGATE.sub("\ufffd", item) if isinstance(item, str) else item
+
+    value = fix(value)
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            for i, item in enumerate(node):
+                node[i] = fix(item)
+                stack.append(node[i])
+        elif isinstance(node, dict):
+            for key in list(node):
+                item = node.pop(key)
+                node[fix(key)] = fix(item)
+                stack.append(node[fix(key)])
     return value
 
 
@@ -112,6 +129,8 @@ def read_json(body: bytes) -> tuple[Any, str | None]:
         value = json.loads(body.decode("utf-8", errors="replace"), parse_constant=_no_constants)
     except (ValueError, RecursionError) as exc:
         return None, str(exc)
+    if b"\\u" not in body:
+        return value, None  # a lone surrogate can only come from an escape
     return _replace_surrogates(value), None
 
 
