@@ -24,7 +24,15 @@ AGENT_CARD_PATH = "/.well-known/agent-card.json"
 
 @attrs.frozen
 class AgentSkill:
-    """One skill a peer's card lists: what one of its agents can do."""
+    """One skill a peer's card lists: what one of its agents can do.
+
+    Attributes:
+        id: The skill's id (unique on the card).
+        name: Its name.
+        description: What it does, in the peer's words.
+        tags: Its tags (`skill` for a skill of the peer's agents).
+        examples: Example prompts, when the card gives some.
+    """
 
     id: str
     name: str
@@ -34,6 +42,7 @@ class AgentSkill:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AgentSkill:
+        """Read it from the card's JSON; a wrong type or a missing id is a ProtocolError."""
         k = "agent card skill"
         d = _obj(d, k)
         return cls(
@@ -49,8 +58,16 @@ class AgentSkill:
 class AgentCard:
     """A peer's A2A agent card: who it is, where, and which skills its agents have.
 
-    ``security_schemes`` names the schemes the card declares (`bearer`,
-    `mtls`): a caller needs that credential for everything but the card.
+    Attributes:
+        name: The peer's name.
+        description: What the peer does, in its words.
+        url: The base URL the card says it serves (the peer's own view).
+        version: The peer's version.
+        protocol_version: The A2A protocol version of the card (`0.3.0`).
+        skills: The skills of its agents.
+        streaming: Whether the peer streams its answers.
+        security_schemes: The schemes the card declares (`bearer`, `mtls`): a caller
+            needs that credential for everything but the card.
     """
 
     name: str
@@ -64,6 +81,7 @@ class AgentCard:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AgentCard:
+        """Read it from the card's JSON; a wrong type or a missing name is a ProtocolError."""
         k = "agent card"
         d = _obj(d, k)
         capabilities = _map(d, "capabilities", k) or {}

@@ -526,6 +526,17 @@ class AgentHost:
     turn-error (kind "unknown") is sent: the caller never sees the traceback,
     so a host logs it there, and the simulator's ``raise_behavior_errors``
     re-raises it in the test.
+
+    Attributes:
+        description: The agent card's description ("" serves no card).
+        skills: The card's skills of this host's agent, name to description.
+        register_to: The hub `serve()` joins, or None.
+        endpoint: The URL the hub gives callers (None: where `serve()` listens).
+        labels: The labels the host registers with.
+        token_env: The environment variable holding the host's token (read when used).
+        directory: Where `turn.call_peer` looks peers up (the joined hub by default).
+        peer_transport: The transport of the host's own calls (None: the network).
+        draining: True while a stopping host refuses new work (503).
     """
 
     def __init__(
