@@ -25,14 +25,28 @@ Each view is driven by what it shows: `CallLogView` by a `CallLog` fed from
 `CallPeer(on_event=...)`, `CacheView` by the cache's own events, `FleetView`
 by re-reading the fleet's roster (an in-process read, no network) on a timer
 that stops by itself after ``watch_seconds``.
+
+A view's saved state is its state at the end of the cell. A throttled redraw
+fires on the kernel's loop once the interval is over, which is after the cell
+has finished: the front end still draws it, but a saved (or converted)
+notebook records only what arrived while a cell ran. So in a Jupyter kernel
+every live view settles at the end of each cell (IPython's ``post_run_cell``
+event): a pending redraw is drawn there, and the HTML shown where widgets do
+not run (nbconvert, the docs) is updated in place through the display id the
+view was shown under. Displaying a view draws it first, so its HTML and its
+text agree, and `close()` leaves the final table in place of the widget.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
+import sys
 import threading
 import time
+import uuid
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -42,6 +56,8 @@ from ._calllog import CallLog
 from ._runtime_cache import CacheEvent, RuntimeCache
 
 __all__ = ["CacheView", "CallLogView", "FleetView"]
+
+_log = logging.getLogger("coreagent_sdk.widgets")
 
 
 def _ipywidgets() -> Any:
@@ -157,6 +173,44 @@ class _Throttle:
             pending.cancel()
 
 
+def _kernel() -> Any:
+    """The running IPython kernel's shell, or None (a script, pytest, a terminal IPython).
+
+    IPython is looked up, never imported: a process that has not imported it runs no kernel.
+    """
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return shell if getattr(shell, "kernel", None) is not None else None
+
+
+def _ipython_display_api() -> Any:
+    import IPython.display  # only ever called inside IPython, which has imported it
+
+    return IPython.display
+
+
+# Views that settle at the end of each cell; weak, so a view nobody holds is not kept alive.
+_live: weakref.WeakSet[_View] = weakref.WeakSet()
+_hooked: list[Any] = []  # the shell whose post_run_cell event settles them (at most one)
+
+
+def _watch_cells() -> None:
+    """In a kernel, settle every live view after each cell (registered once per process)."""
+    shell = _kernel()
+    if shell is None or shell in _hooked:
+        return
+    shell.events.register("post_run_cell", _settle_all)
+    _hooked[:] = [shell]
+
+
+def _settle_all(*_result: Any) -> None:
+    for view in list(_live):
+        try:
+            view._settle()
+        except Exception:  # one broken view must not stop the others, nor fail the cell
+            _log.warning("widgets: settling %r at the end of a cell failed", view, exc_info=True)
+
+
 class _View:
     """An `ipywidgets.HTML` redrawn through a throttle; `updates` counts front-end updates."""
 
@@ -165,6 +219,12 @@ class _View:
         self.updates = 0
         self._throttle = _Throttle(self._draw, min_interval)
         self.closed = False
+        # Set once the view is displayed in a kernel: the HTML shown under it is updated in
+        # place as the view settles (`_shown` is the HTML last sent there).
+        self._display_id: str | None = None
+        self._shown: str | None = None
+        _live.add(self)
+        _watch_cells()
 
     def _html(self) -> str:  # pragma: no cover - every view overrides it
         raise NotImplementedError
@@ -177,23 +237,67 @@ class _View:
             self.widget.value = markup
             self.updates += 1
 
+    def _flush(self) -> None:
+        """Draw now if an event is still waiting for its redraw."""
+        if self._throttle.dirty:
+            self._throttle.fire()
+
+    def _settle(self) -> None:
+        """The end of a cell: draw what is pending, and update the HTML shown for this view."""
+        if self.closed:
+            return
+        self._flush()
+        if self._display_id is not None and self.widget.value != self._shown:
+            _ipython_display_api().update_display(
+                self._bundle(), raw=True, display_id=self._display_id
+            )
+            self._shown = self.widget.value
+
     def refresh(self) -> None:
         """Draw the current state now."""
         self._throttle.fire()
 
     def close(self) -> None:
-        """Stop updating and close the widget."""
+        """Stop updating and close the widget; where it was shown, its final table stays."""
+        if self.closed:
+            return
+        self._flush()
+        final = {"text/html": self.widget.value, "text/plain": repr(self)}
         self.closed = True
+        _live.discard(self)
         self._throttle.cancel()
+        if self._display_id is not None:
+            # The widget is gone from the front end once closed: leave its last table there.
+            _ipython_display_api().update_display(final, raw=True, display_id=self._display_id)
         self.widget.close()
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+    def _bundle(self) -> dict[str, Any]:
         # The live widget for front ends that run widgets; the current table as HTML and
         # this view's repr for those that do not (nbconvert, the docs, a console).
+        bundle = dict(self.widget._repr_mimebundle_() or {})
+        bundle["text/html"] = self.widget.value
+        bundle["text/plain"] = repr(self)
+        return bundle
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        self._flush()  # the HTML shown must be the state the text describes
         bundle = dict(self.widget._repr_mimebundle_(**kwargs) or {})
         bundle["text/html"] = self.widget.value
         bundle["text/plain"] = repr(self)
         return bundle
+
+    def _ipython_display_(self) -> None:
+        # In a kernel, shown under a display id of its own, so that the end of each cell can
+        # update the HTML a saved notebook keeps for it (see the module's docstring).
+        display = _ipython_display_api().display
+        if self.closed or _kernel() is None:
+            display(self._repr_mimebundle_(), raw=True)
+            return
+        self._flush()
+        if self._display_id is None:
+            self._display_id = f"coreagent-view-{uuid.uuid4().hex}"
+        display(self._bundle(), raw=True, display_id=self._display_id)
+        self._shown = self.widget.value
 
 
 class CallLogView(_View):
@@ -365,6 +469,13 @@ class FleetView(_View):
         """Read the roster and draw it now."""
         self._read()
         super().refresh()
+
+    def _flush(self) -> None:
+        # Its events are its own timer's reads: read the roster now rather than wait a tick.
+        if not self.closed and self._read():
+            self._throttle.fire()
+            return
+        super()._flush()
 
     def _html(self) -> str:
         return self.fleet._repr_html_()

@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from .html_parse import Page
+
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
@@ -110,6 +112,56 @@ def test_the_delegation_notebook_makes_a_sync_call_in_a_cell() -> None:
     assert any("= call_peer(peer=" in s and "await" not in s for s in sources)
 
 
+# Views shown in one cell and changed in the next, with a redraw interval far longer than
+# the run: nothing but the end of each cell can bring the saved notebook up to date.
+VIEW_CELLS = [
+    """
+from IPython.display import display
+from coreagent_sdk import CallPeerEvent
+from coreagent_sdk.widgets import CallLogView
+
+kept, closed = CallLogView(min_interval=60), CallLogView(min_interval=60)
+for view in (kept, closed):
+    view.on_event(CallPeerEvent("started", "call_peer", "p", call_id=1))
+display(closed)
+kept
+""",
+    """
+for view in (kept, closed):
+    view.on_event(CallPeerEvent("finished", "call_peer", "p", "s-1", 5, call_id=1))
+    view.on_event(CallPeerEvent("started", "call_peer", "q", call_id=2))
+    view.on_event(CallPeerEvent("failed", "call_peer", "q", call_id=2, error_type="X"))
+""",
+    "closed.close()",
+]
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def _html_text(markup: Any) -> str:
+    return " ".join(Page("".join(markup)).text.split())
+
+
+def _saved_views(notebook: Any) -> list[tuple[str, str | None]]:
+    """(the HTML an output keeps, its widget's saved HTML or None) for every view's output."""
+    state = (
+        notebook.metadata.get("widgets", {})
+        .get("application/vnd.jupyter.widget-state+json", {})
+        .get("state", {})
+    )
+    seen = []
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if "text/html" not in data or not "".join(data.get("text/plain", "")).startswith(
+                ("CallLogView(", "CacheView(", "FleetView(")
+            ):
+                continue
+            model = data.get(WIDGET_VIEW, {}).get("model_id")
+            value = state[model]["state"]["value"] if model is not None else None
+            seen.append((_html_text(data["text/html"]), value and _html_text(value)))
+    return seen
+
+
 class Run:
     """One notebook executed in its own kernel: the notebook with outputs, time, error."""
 
@@ -141,8 +193,20 @@ def runs(kernel_name: str) -> dict[str, Run]:
             error = exc
         return path.stem, Run(notebook, time.perf_counter() - started, error)
 
+    async def run_views() -> tuple[str, Run]:
+        notebook = nbformat.v4.new_notebook()
+        notebook.cells = [nbformat.v4.new_code_cell(source) for source in VIEW_CELLS]
+        client = nbclient.NotebookClient(notebook, timeout=60, kernel_name=kernel_name)
+        started = time.perf_counter()
+        error: BaseException | None = None
+        try:
+            await client.async_execute()
+        except Exception as exc:
+            error = exc
+        return "views", Run(notebook, time.perf_counter() - started, error)
+
     async def run_all() -> dict[str, Run]:
-        return dict(await asyncio.gather(*(run(p) for p in NOTEBOOKS)))
+        return dict(await asyncio.gather(run_views(), *(run(p) for p in NOTEBOOKS)))
 
     return asyncio.run(run_all())
 
@@ -172,3 +236,31 @@ def test_each_notebook_runs_top_to_bottom_in_a_kernel_in_under_a_minute(
     assert set(dialed) <= set(LOOPBACK), dialed
     if path.stem == "01_delegation":
         assert dialed == ["127.0.0.1"]  # it served the fleet on loopback: the hook saw that
+
+
+def test_a_saved_notebook_holds_each_views_state_at_the_end_of_its_last_cell(
+    runs: dict[str, Run],
+) -> None:
+    done = runs["views"]
+    if done.error is not None:
+        raise done.error
+    (closed, kept) = _saved_views(done.notebook)
+    final = "CallLog: 2 (failed 1 · finished 1)"
+    # The view still open: its widget's saved state and the HTML kept for it are both final.
+    assert final in kept[0] and kept[1] is not None and final in kept[1]
+    # The view closed in the last cell: its final table stays where the widget was.
+    assert final in closed[0] and closed[1] is None
+
+
+@pytest.mark.parametrize("stem", ["01_delegation", "03_eviction"])
+def test_every_view_a_notebook_shows_is_saved_in_its_end_state(
+    stem: str, runs: dict[str, Run]
+) -> None:
+    views = _saved_views(runs[stem].notebook)
+    assert views
+    for html, widget in views:
+        assert widget is None or widget == html  # the widget and its HTML agree
+        assert "running" not in html  # every call had ended by the end of the notebook
+    if stem == "03_eviction":
+        ((html, _),) = views
+        assert "16 of 16 resident" in html and "hits 0" not in html

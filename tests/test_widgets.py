@@ -293,3 +293,39 @@ async def test_the_cache_view_draws_a_cache_driven_on_another_thread_consistentl
         assert drawn_on == threading.get_ident()
     view.close()
     await cache.aclose()
+
+
+async def test_a_view_displayed_right_after_its_calls_shows_the_state_its_text_describes() -> None:
+    # The first event draws at once; the rest of the call lands inside the interval, so its
+    # redraw is still due when the cell displays the view.
+    view = CallLogView(min_interval=60)
+    view.on_event(CallPeerEvent("started", "call_peer", "p", call_id=1))
+    view.on_event(CallPeerEvent("finished", "call_peer", "p", "s-1", 5, call_id=1))
+    bundle = view._repr_mimebundle_()
+    assert "CallLog: 1 (finished 1)" in Page(bundle["text/html"]).text
+    assert "finished 1" in bundle["text/plain"]
+    assert Page(view.widget.value).text == Page(bundle["text/html"]).text  # the widget too
+    view.close()
+
+
+async def test_closing_a_view_draws_its_final_state_first() -> None:
+    loader = SimulatedConfigLoader(AgentConfig(id=a, slug=a) for a in "ab")
+    cache = RuntimeCache(loader, SimulatedBuilder(), max_instances=2)
+    view = CacheView(cache, min_interval=60)
+    for agent in ("a", "b", "a"):
+        await cache.processor(agent)
+    view.close()
+    assert "2 of 2 resident" in Page(view.widget.value).text
+    assert "hits 1" in Page(view.widget.value).text
+    await cache.aclose()
+
+
+def test_a_fleet_view_displayed_reads_the_roster_first() -> None:
+    fleet = Fleet()
+    fleet.add_peer("prod-1")
+    view = FleetView(fleet, min_interval=60)  # no loop: its timer never runs
+    fleet.add_peer("prod-2")
+    rows = Page(view._repr_mimebundle_()["text/html"]).rows
+    assert [row[0] for row in rows[1:]] == ["prod-1", "prod-2"]
+    view.close()
+    fleet.close()
