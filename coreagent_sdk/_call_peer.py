@@ -40,7 +40,7 @@ from typing import Any
 import attrs
 import httpx
 
-from . import _display, _metrics, _tracing
+from . import _display, _metrics, _read_back, _tracing
 from ._asyncio_only import require_asyncio
 from ._client import MULTI_SESSION_HINT, AttachClient
 from ._clock import Clock, SystemClock
@@ -53,6 +53,7 @@ from ._loop_thread import LoopThread
 from ._oversized import OversizedFrame
 from ._quote import go_quote, quoted_names
 from ._rate_limit import waiting_out_rate_limits
+from ._read_back import DEFAULT_READ_BACK_BYTES
 from ._recording import recording_peer
 from ._scrub import scrub, server_text
 from ._slots import CallSlots
@@ -632,6 +633,26 @@ class CallPeer:
                 "the deadline passed" if isinstance(exc, asyncio.TimeoutError) else exc,
             )
 
+    async def read_answer(
+        self,
+        result: CallPeerResult,
+        *,
+        max_response_bytes: int = DEFAULT_READ_BACK_BYTES,
+        timeout: float | None = None,
+    ) -> CallPeerResult:
+        """Read a call's whole answer back from the peer's session (after a truncated call).
+
+        ``result`` is what `acall` returned; the peer is found by its name
+        through the directory again and its session's log is replayed from the
+        start. Bounded as a call is: one deadline (``timeout``, default the
+        tool's own) and a byte cap (``max_response_bytes``, default 1 MiB, at
+        most 64 MiB; the returned result's `truncated` says when it cut). The
+        gate, ``allowed_hosts`` and the token apply as to a call. Waits for
+        the peer's turn to end if it is still running; a log that has lost the
+        answer's beginning raises `PeerRequestError` rather than return a tail.
+        """
+        return await _read_back.read_answer(self, result, max_response_bytes, timeout)
+
     async def _acall(self, call: _Call, peer: str, prompt: str) -> CallPeerResult:
         self._emit("started", call)
         try:
@@ -874,9 +895,9 @@ class CallPeer:
             max_response_bytes=self.max_response_bytes,
         )
 
-    async def _read(self, call: _Call, frames: Any) -> tuple[str, bool]:
+    async def _read(self, call: _Call, frames: Any, cap: int | None = None) -> tuple[str, bool]:
         """Collect the turn's text by protocol.md's rules; (text, truncated)."""
-        cap = self.max_response_bytes
+        cap = self.max_response_bytes if cap is None else cap
         pieces: list[str] = []
         size = 0  # UTF-8 bytes of SEPARATOR.join(pieces)
         frame: Frame | OversizedFrame

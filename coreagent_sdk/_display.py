@@ -170,8 +170,9 @@ def result_html(result: CallPeerResult) -> str:
         cut = f"... {len(text) - _SHOWN_CHARS:,} more characters not shown"
         text = text[:_SHOWN_CHARS]
     rest = (
-        f'<div style="{_NOTE}">the byte cap cut the answer: read the rest in session '
-        f"{_e(result.session_id)} on the peer</div>"
+        f'<div style="{_NOTE}">the byte cap cut the answer; the whole of it is in session '
+        f"{_e(result.session_id)} on the peer: <code>await tool.read_answer(result)</code> "
+        "reads it back</div>"
         if result.truncated
         else ""
     )
