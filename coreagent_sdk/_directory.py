@@ -20,7 +20,7 @@ from ._http import LoopBoundClient
 from ._quote import names_text
 from ._token import checked_token, read_token
 from ._wire import labels_dict
-from .errors import APIStatusError, CoreAgentError, DirectoryError
+from .errors import APIStatusError, CoreAgentError, DirectoryError, LoopBlockedError
 
 __all__ = [
     "DEFAULT_HUB_CONNECTIONS",
@@ -335,6 +335,8 @@ class HubDirectory:
             # Bounded by each waiter's deadline (see _answer), not by one of its own.
             with governed():
                 records = await client.list_peers(self.labels or None)
+        except LoopBlockedError:
+            raise  # not the hub's fault, and its message says the fix: wrapped, it read as one
         except CoreAgentError as exc:
             raise DirectoryError(
                 f"directory: could not list peers on the hub {shown_url(self.hub_url)}: {exc}",

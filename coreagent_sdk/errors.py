@@ -33,7 +33,9 @@ that raised it and says what to do about it::
     │   │   └── PeerRateLimitedError  429 on POST /sessions (.retry_after)
     │   ├── PeerTurnError             the peer's turn failed (.kind, .message, .retryable)
     │   ├── PeerTimeoutError          (also TimeoutError) the call's deadline passed
-    │   └── StreamEndedError          the event stream closed before the turn ended
+    │   ├── StreamEndedError          the event stream closed before the turn ended
+    │   └── LoopBlockedError          (also RuntimeError) a sync call needs a server on
+    │                                 the loop it blocks: await instead
     ├── RegistrationError             PeerRegistration could not join the hub
     ├── AsyncLibraryError             (also RuntimeError) an async call made under trio, not asyncio
     └── RuntimeCacheError
@@ -48,6 +50,7 @@ from __future__ import annotations
 import httpx
 
 from ._scrub import scrub
+from ._traceback import render_for_ipython
 
 __all__ = [
     "APIStatusError",
@@ -65,6 +68,7 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidEndpointError",
     "InvalidTokenError",
+    "LoopBlockedError",
     "NoRouteError",
     "NotFoundError",
     "NotImplementedByServerError",
@@ -98,6 +102,10 @@ class CoreAgentError(Exception):
 
     def __init__(self, *args: object) -> None:
         super().__init__(*(scrub(a) if isinstance(a, str) else a for a in args))
+
+    def _render_traceback_(self) -> list[str]:
+        # IPython's hook: the cell's frames and the message, not the SDK's (see _traceback).
+        return render_for_ipython(self)
 
 
 class ProtocolError(CoreAgentError):
@@ -273,6 +281,17 @@ class TokenUnsetError(CallPeerError):
 
 class InvalidTokenError(CallPeerError, ValueError):
     """The token holds a character no HTTP header may carry; the value is never shown."""
+
+
+class LoopBlockedError(CallPeerError, RuntimeError):
+    """A sync call would need a server that runs on the very loop the call blocks.
+
+    A sync call made inside a running loop (a notebook cell) waits on that loop
+    (see `coreagent_sdk.jupyter.run_sync`), so a server on that loop, such as
+    a fleet the same notebook serves, cannot answer it. Nothing was sent.
+    ``await`` the async form there, or opt in to re-entering the loop with
+    `coreagent_sdk.jupyter.enable_nested_sync()`.
+    """
 
 
 class DirectoryError(CallPeerError):

@@ -4,6 +4,12 @@ Invariant: a sync call leaves no trace on the process or on the caller's
 loop. Nothing in asyncio is patched; every loop this module makes is its own,
 runs one coroutine, and is shut down (tasks cancelled, async generators
 finalised, loop closed) before the call returns.
+
+The one exception is an explicit opt-in, `enable_nested_sync()`, for the
+single notebook case a worker thread cannot serve: a sync call to a server
+running on the notebook's own loop (a fleet the same notebook serves). It
+patches asyncio with nest-asyncio2 for the rest of the process, so it is
+never applied on import, by the pytest plugin or by default.
 """
 
 from __future__ import annotations
@@ -12,17 +18,20 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
+import importlib
 import threading
 import weakref
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["is_waiting", "run_sync"]
+__all__ = ["enable_nested_sync", "is_waiting", "run_sync"]
 
 T = TypeVar("T")
 
 # Loops whose thread waits in `run_sync` for a worker: they cannot run until it returns.
 _waiting: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+# Loops a sync call re-enters instead of waiting on (`enable_nested_sync`).
+_nested: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 
 
 def is_waiting(loop: asyncio.AbstractEventLoop) -> bool:
@@ -63,7 +72,61 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         running = True
     if not running:
         return asyncio.run(coro)
+    loop = asyncio.get_running_loop()
+    if loop in _nested:
+        # Re-entered (nest-asyncio2): the loop's other tasks, servers included, keep running.
+        return loop.run_until_complete(coro)
     return _run_in_worker(coro)
+
+
+def enable_nested_sync() -> None:
+    """Let sync calls made in this notebook re-enter its running loop (nest-asyncio2). Opt-in.
+
+    Call it once, in a cell. Afterwards a sync call in that kernel (``tool(peer=...,
+    prompt=...)``) runs on the kernel's own loop instead of a worker thread, so a
+    server on that loop keeps answering while the call waits: a sync call over the
+    sockets of a fleet the same notebook serves then works instead of raising
+    `LoopBlockedError`.
+
+    What it patches, for the rest of the process (there is no undo): nest-asyncio2
+    replaces ``asyncio.run``, ``asyncio.get_event_loop``, the Task and Future
+    classes (with their pure-Python versions, on Python < 3.14) and the event loop
+    policy, and patches the running loop's class (``run_forever``,
+    ``run_until_complete``, ``_run_once``) so that it can run inside itself. Code
+    that depends on asyncio's stock behaviour (the C tasks' speed, a library that
+    checks for a running loop, later tests in the same process) sees the patched
+    one. That is why nothing applies it on import, in pytest or by default.
+
+    Prefer ``await tool.acall(...)`` wherever a cell can await: it needs no patch,
+    keeps the loop's other tasks running, and is what async code does anyway. Use
+    this only when code you cannot change makes sync calls to servers the notebook
+    itself runs. Needs the ``jupyter`` extra (nest-asyncio2; the older nest-asyncio
+    is used if it is the one installed). Raises `RuntimeError` outside a running
+    loop, where sync calls need no help.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        raise RuntimeError(
+            "jupyter: enable_nested_sync() needs a running event loop (a notebook cell); "
+            "outside one, sync calls already run on a loop of their own: do not call it"
+        ) from None
+    if loop in _nested:
+        return
+    nest: Any = None
+    for name in ("nest_asyncio2", "nest_asyncio"):  # loaded here and only here
+        try:
+            nest = importlib.import_module(name)
+            break
+        except ImportError:
+            continue
+    if nest is None:
+        raise ImportError(
+            "jupyter: enable_nested_sync() needs nest-asyncio2; "
+            "pip install 'coreagent-sdk[jupyter]'"
+        )
+    nest.apply(loop)
+    _nested.add(loop)
 
 
 def _run_in_worker(coro: Coroutine[Any, Any, T]) -> T:

@@ -25,7 +25,7 @@ from coreagent_sdk import (
     SystemClock,
     quote_name,
 )
-from coreagent_sdk.errors import TransportFailure
+from coreagent_sdk.errors import LoopBlockedError
 from coreagent_sdk.host import (
     DEFAULT_SESSION_IDLE_TIMEOUT,
     DEFAULT_TTL,
@@ -569,11 +569,12 @@ class _ServedTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         here = asyncio.get_running_loop()
         if self._loop is not None and here is not self._loop and is_waiting(self._loop):
-            raise _ServingLoopWaits(
+            raise LoopBlockedError(
                 f"simulator: {request.url.host}:{request.url.port} is served on the loop that "
-                "is waiting for this sync call, so it cannot answer until the call returns; "
-                "`await tool.acall(...)` there instead, or call in-process with "
-                "fleet.call_peer()"
+                "is waiting for this sync call, so it cannot answer until the call returns "
+                "(nothing was sent); `await tool.acall(...)` there instead, call in-process "
+                "with fleet.call_peer(), or run coreagent_sdk.jupyter.enable_nested_sync() "
+                "once to let sync calls re-enter the notebook's loop"
             )
         pool = self._pools.get(here)
         if pool is None:
@@ -592,11 +593,6 @@ class _ServedTransport(httpx.AsyncBaseTransport):
         pool = self._pools.pop(asyncio.get_running_loop(), None)
         if pool is not None:
             await pool.aclose()
-
-
-class _ServingLoopWaits(TransportFailure, httpx.ConnectError):
-    def __init__(self, message: str) -> None:
-        httpx.ConnectError.__init__(self, message)
 
 
 class ServedFleet:

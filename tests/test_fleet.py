@@ -13,7 +13,7 @@ import pytest
 
 from coreagent_sdk import FakeClock
 from coreagent_sdk.errors import (
-    DirectoryError,
+    LoopBlockedError,
     PeerRateLimitedError,
     PeerTimeoutError,
     PeerTurnError,
@@ -373,9 +373,13 @@ async def test_a_sync_call_over_sockets_from_the_serving_loop_fails_at_once_with
     over = served.call_peer(timeout=2)
     try:
         # This loop serves the fleet and would wait for the sync call: nothing could answer.
-        with pytest.raises(DirectoryError, match=r"is served on the loop that is waiting") as info:
+        with pytest.raises(LoopBlockedError, match=r"is served on the loop that is waiting") as i:
             over(peer="prod-1", prompt="hello")
-        assert "await tool.acall(...)" in str(info.value)
+        assert "await tool.acall(...)" in str(i.value)
+        assert "enable_nested_sync()" in str(i.value)
+        # One error, not a chain ending in another class (it used to read as DirectoryError).
+        assert i.value.__cause__ is None and i.value.__context__ is None
+        assert isinstance(i.value, RuntimeError)
         # The same tool still works awaited, and so does a sync in-process call.
         assert (await over.acall(peer="prod-1", prompt="awaited")).response == "awaited"
         assert fleet.call_peer(timeout=2)(peer="prod-1", prompt="in-process").response == (

@@ -108,3 +108,36 @@ def test_an_error_outside_a_loop_carries_no_no_running_loop_context() -> None:
     with pytest.raises(LookupError) as info:
         run_sync(fails())
     assert info.value.__context__ is None
+
+
+def test_enable_nested_sync_outside_a_running_loop_is_refused_and_patches_nothing() -> None:
+    import sys
+
+    from coreagent_sdk.jupyter import enable_nested_sync
+
+    with pytest.raises(RuntimeError, match=r"needs a running event loop"):
+        enable_nested_sync()
+    assert not hasattr(asyncio, "_nest_patched")
+    assert not [m for m in sys.modules if m.startswith("nest_asyncio")]
+
+
+def test_no_import_and_no_sync_call_loads_nest_asyncio() -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import asyncio, sys\n"
+        "import coreagent_sdk, coreagent_sdk.jupyter, coreagent_sdk.widgets, simulator\n"
+        "from simulator import Fleet, behaviors\n"
+        "fleet = Fleet()\n"
+        "fleet.add_peer('p', behaviors.echo())\n"
+        "async def main():\n"
+        "    return fleet.call_peer(timeout=5)(peer='p', prompt='hi').response\n"  # in a loop
+        "print(asyncio.run(main()))\n"
+        "print(sorted(m for m in sys.modules if m.startswith('nest_asyncio')))\n"
+        "print(hasattr(asyncio, '_nest_patched'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.splitlines() == ["hi", "[]", "False"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -135,6 +136,34 @@ for view in (kept, closed):
     "closed.close()",
 ]
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+RAISES = "# raises\n"
+
+# A notebook that serves a fleet and calls it synchronously: first refused with one
+# readable error, then, after the explicit opt-in, re-entering the kernel's loop.
+NESTED_CELLS = [
+    """
+import asyncio, sys
+import coreagent_sdk.jupyter, coreagent_sdk.widgets
+from simulator import Fleet, behaviors
+
+assert not [m for m in sys.modules if m.startswith("nest_asyncio")], "loaded before asked"
+fleet = Fleet()
+fleet.add_peer("p", behaviors.echo())
+served = await fleet.serve()
+tool = served.call_peer(timeout=5)
+""",
+    RAISES + 'tool(peer="p", prompt="before")',
+    RAISES + 'fleet.call_peer(timeout=5)(peer="nobody", prompt="hello?")',
+    RAISES + 'await fleet.call_peer(timeout=5).acall(peer="nobody", prompt="hello?")',
+    """
+from coreagent_sdk.jupyter import enable_nested_sync
+
+enable_nested_sync()
+print("ANSWER=" + tool(peer="p", prompt="after").response)
+print("ANSWER=" + fleet.call_peer(timeout=5)(peer="p", prompt="in-process").response)
+""",
+    "await fleet.aclose()",
+]
 
 
 def _html_text(markup: Any) -> str:
@@ -193,9 +222,13 @@ def runs(kernel_name: str) -> dict[str, Run]:
             error = exc
         return path.stem, Run(notebook, time.perf_counter() - started, error)
 
-    async def run_views() -> tuple[str, Run]:
+    async def run_cells(name: str, sources: list[str]) -> tuple[str, Run]:
         notebook = nbformat.v4.new_notebook()
-        notebook.cells = [nbformat.v4.new_code_cell(source) for source in VIEW_CELLS]
+        for source in sources:
+            cell = nbformat.v4.new_code_cell(source.removeprefix(RAISES))
+            if source.startswith(RAISES):
+                cell.metadata["tags"] = ["raises-exception"]  # nbclient goes on past it
+            notebook.cells.append(cell)
         client = nbclient.NotebookClient(notebook, timeout=60, kernel_name=kernel_name)
         started = time.perf_counter()
         error: BaseException | None = None
@@ -203,10 +236,16 @@ def runs(kernel_name: str) -> dict[str, Run]:
             await client.async_execute()
         except Exception as exc:
             error = exc
-        return "views", Run(notebook, time.perf_counter() - started, error)
+        return name, Run(notebook, time.perf_counter() - started, error)
 
     async def run_all() -> dict[str, Run]:
-        return dict(await asyncio.gather(run_views(), *(run(p) for p in NOTEBOOKS)))
+        return dict(
+            await asyncio.gather(
+                run_cells("views", VIEW_CELLS),
+                run_cells("nested", NESTED_CELLS),
+                *(run(p) for p in NOTEBOOKS),
+            )
+        )
 
     return asyncio.run(run_all())
 
@@ -264,3 +303,37 @@ def test_every_view_a_notebook_shows_is_saved_in_its_end_state(
     if stem == "03_eviction":
         ((html, _),) = views
         assert "16 of 16 resident" in html and "hits 0" not in html
+
+
+def _plain(lines: list[str]) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(lines))
+
+
+def test_an_sdk_error_in_a_cell_shows_the_cells_line_and_the_message_only(
+    runs: dict[str, Run],
+) -> None:
+    done = runs["nested"]
+    if done.error is not None:
+        raise done.error
+    cells = done.notebook.cells
+    expected = {1: "LoopBlockedError", 2: "UnknownPeerError", 3: "UnknownPeerError"}
+    for index, name in expected.items():
+        (error,) = [o for o in cells[index].outputs if o.output_type == "error"]
+        shown = _plain(error.traceback)
+        assert error.ename == name
+        assert shown.count("Cell In[") == 1, shown  # the user's line
+        assert "File " not in shown, shown  # and no frame of the SDK, asyncio or threads
+        assert "During handling" not in shown and "direct cause" not in shown, shown
+        assert shown.rstrip().splitlines()[-1].startswith(f"{name}: "), shown
+    assert "enable_nested_sync()" in _plain(cells[1].outputs[0].traceback)
+    assert 'unknown peer "nobody" (registered: "p")' in _plain(cells[2].outputs[0].traceback)
+
+
+def test_after_the_opt_in_a_sync_call_reaches_the_fleet_the_notebook_serves(
+    runs: dict[str, Run],
+) -> None:
+    done = runs["nested"]
+    if done.error is not None:
+        raise done.error
+    printed = "".join(o.get("text", "") for o in done.notebook.cells[4].outputs)
+    assert printed.split() == ["ANSWER=after", "ANSWER=in-process"]
