@@ -21,6 +21,7 @@ from ._call_peer import (
     Gate,
 )
 from ._calllog import CallLog, CallRecord
+from ._calltree import CallTree
 from ._client import AttachClient
 from ._clock import Clock, FakeClock, SystemClock
 from ._deadline import DEFAULT_REQUEST_TIMEOUT
@@ -100,6 +101,7 @@ __all__ = [
     "CallPeerEvent",
     "CallPeerResult",
     "CallRecord",
+    "CallTree",
     "Capabilities",
     "Clock",
     "ConfigLoader",

@@ -25,6 +25,7 @@ import attrs
 
 from . import _display
 from ._call_peer import CallPeerEvent
+from ._calltree import CallTree
 
 __all__ = ["CallLog", "CallRecord"]
 
@@ -51,6 +52,9 @@ class CallRecord:
         truncated: True when the answer was cut at the byte cap.
         error_type: The exception's class name, when the call failed.
         error: The error's message, when the call failed.
+        parent: The ``call_id`` of the call whose turn made this one (a delegation's
+            sub-call), or None for a call from outside (a notebook, an application);
+            a simulated fleet's `calls` log fills it in.
     """
 
     call_id: int
@@ -65,6 +69,7 @@ class CallRecord:
     truncated: bool = False
     error_type: str | None = None
     error: str | None = None
+    parent: int | None = None
 
 
 class CallLog:
@@ -139,8 +144,16 @@ class CallLog:
         with self._lock:
             self._records.clear()
 
-    def on_event(self, event: CallPeerEvent) -> None:
-        """The hook to give a `CallPeer` (``on_event=log.on_event``); any thread may call it."""
+    def tree(self) -> CallTree:
+        """The records arranged by parent call: a delegation tree per top-level call."""
+        return CallTree(tuple(self.records()))
+
+    def on_event(self, event: CallPeerEvent, *, parent: int | None = None) -> None:
+        """The hook to give a `CallPeer` (``on_event=log.on_event``); any thread may call it.
+
+        ``parent`` (the ``call_id`` of the call whose turn made this call) is
+        kept from the first event that gives one.
+        """
         with self._lock:
             self.events += 1
             now = self._timer() - self._origin
@@ -149,6 +162,8 @@ class CallLog:
                 record = CallRecord(event.call_id, event.tool, event.peer, "running", started=now)
                 if event.duration_ms is not None:  # joined mid-call: the duration says when
                     record = attrs.evolve(record, started=now - event.duration_ms / 1000)
+            if parent is not None and record.parent is None and parent != event.call_id:
+                record = attrs.evolve(record, parent=parent)
             if record.state not in _DONE or event.kind == "finished":
                 record = self._apply(record, event, now)
             self._records[event.call_id] = record

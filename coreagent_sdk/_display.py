@@ -26,6 +26,7 @@ from ._quote import names_text
 if TYPE_CHECKING:
     from ._call_peer import CallPeerResult
     from ._calllog import CallRecord
+    from ._calltree import CallTree
     from ._directory import Peer
     from ._runtime_cache import CacheStats, RuntimeCache
 
@@ -42,6 +43,8 @@ __all__ = [
     "roster_text",
     "short",
     "table_html",
+    "tree_html",
+    "tree_text",
 ]
 
 _SHOWN_CHARS = 20_000  # of an answer, in HTML; the text repr shows far less
@@ -318,5 +321,62 @@ def calls_html(records: Sequence[CallRecord], *, title: str = "Calls") -> str:
         rows,
         title=f"{title}: {len(records):,} ({summary})",
         note="newest first",
+        raw_columns=frozenset(range(7)),
+    )
+
+
+# --- CallTree ---------------------------------------------------------------------------
+
+
+def _tree_summary(tree: CallTree) -> str:
+    counts: dict[str, int] = {}
+    for r in tree.records:
+        counts[r.state] = counts.get(r.state, 0) + 1
+    states = ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items())) or "no calls yet"
+    trees = len(tree.roots())
+    return f"{len(tree.records):,} calls in {trees:,} tree{'s' if trees != 1 else ''} ({states})"
+
+
+def _duration(record: CallRecord) -> str:
+    return "" if record.duration_ms is None else f"{record.duration_ms:,} ms"
+
+
+def _plain(name: str) -> str:
+    # A name on one line of a text tree: quoted (as repr does) only when it would not be plain.
+    cut = name[:_TEXT_CHARS]
+    shown = cut if cut.isprintable() and cut.strip() == cut and cut else repr(cut)
+    return shown + ("..." if len(name) > _TEXT_CHARS else "")
+
+
+def tree_text(tree: CallTree) -> str:
+    lines = [f"CallTree: {_tree_summary(tree)}"]
+    walked = list(tree.walk())
+    for prefix, r in walked[:_SHOWN_ROWS]:
+        extra = " ".join(x for x in (_duration(r), r.error_type or "") if x)
+        lines.append(f"{prefix}{_plain(r.peer)} {r.state}{' ' + extra if extra else ''}")
+    if len(walked) > _SHOWN_ROWS:
+        lines.append(f"... and {len(walked) - _SHOWN_ROWS:,} more calls not shown")
+    return "\n".join(lines)
+
+
+def tree_html(tree: CallTree) -> str:
+    rows = [
+        (
+            # The branches are plain text in a monospace span: escaped like the peer's name.
+            f'<span style="font-family:monospace;white-space:pre">{_e(prefix)}</span>{_e(r.peer)}',
+            _badge(r.state, _COLOURS.get(r.state, "#57606a")),
+            _e(_duration(r)),
+            "" if r.response_bytes is None else _e(f"{r.response_bytes:,}"),
+            "yes" if r.truncated else "",
+            _e(r.error_type or ""),
+            _e(r.call_id),
+        )
+        for prefix, r in tree.walk()
+    ]
+    return table_html(
+        ("call", "state", "duration", "bytes", "truncated", "error", "id"),
+        rows,
+        title=f"CallTree: {_tree_summary(tree)}",
+        note="each call under the call whose turn made it; oldest first",
         raw_columns=frozenset(range(7)),
     )

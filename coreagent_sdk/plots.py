@@ -2,7 +2,9 @@
 
 matplotlib is imported when a plot is drawn, never by `import coreagent_sdk`.
 The plots read the same records the widgets show (`CallLog`), so a timeline
-is drawn from what actually happened, not from a re-run.
+is drawn from what actually happened, not from a re-run; records that carry
+their parent call (a simulated fleet's ``fleet.calls``) are drawn grouped by
+delegation tree.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ._calllog import CallLog, CallRecord
+from ._calltree import CallTree
 
 __all__ = ["OUTCOME_COLOURS", "delegation_timeline"]
 
@@ -34,21 +37,38 @@ def _pyplot() -> Any:
 
 
 def delegation_timeline(
-    calls: CallLog | Iterable[CallRecord], *, ax: Any = None, title: str | None = None
+    calls: CallLog | CallTree | Iterable[CallRecord],
+    *,
+    ax: Any = None,
+    title: str | None = None,
+    by_tree: bool | None = None,
 ) -> Any:
     """One horizontal bar per call, from its start to its end, coloured by outcome.
 
-    ``calls`` is a `CallLog` or its records; calls still running end at the
-    latest time seen. Returns the matplotlib ``Axes`` (a new figure unless
-    ``ax`` is given).
+    ``calls`` is a `CallLog`, a `CallTree` or records; calls still running end
+    at the latest time seen. With ``by_tree`` (the default when any call has
+    its parent among them, as a fleet's ``fleet.calls`` has) the rows are
+    grouped by delegation tree: each call under the call that made it, labelled
+    with its peer indented by depth, a line between trees. Otherwise one row
+    per call by start time. Returns the matplotlib ``Axes`` (a new figure
+    unless ``ax`` is given).
     """
-    records = sorted(calls, key=lambda r: (r.started, r.call_id))
+    records = list(calls.records) if isinstance(calls, CallTree) else list(calls)
+    ids = {r.call_id for r in records}
+    if by_tree is None:
+        by_tree = any(r.parent in ids for r in records)
+    if by_tree:
+        rows = [(prefix, r) for prefix, r in CallTree(tuple(records)).walk()]
+    else:
+        rows = [("", r) for r in sorted(records, key=lambda r: (r.started, r.call_id))]
     plt = _pyplot()
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, min(12, 1.2 + 0.12 * max(1, len(records)))))
+        _, ax = plt.subplots(
+            figsize=(8, min(12, 1.2 + (0.25 if by_tree else 0.12) * max(1, len(rows))))
+        )
     latest = max((r.ended if r.ended is not None else r.started for r in records), default=0.0)
-    origin = records[0].started if records else 0.0
-    for row, r in enumerate(records):
+    origin = min((r.started for r in records), default=0.0)
+    for row, (_, r) in enumerate(rows):
         end = r.ended if r.ended is not None else latest
         ax.barh(
             row,
@@ -65,7 +85,19 @@ def delegation_timeline(
     if firsts:
         ax.legend(firsts.values(), firsts.keys(), loc="lower right", fontsize="small")
     ax.set_xlabel("milliseconds since the first call started")
-    ax.set_ylabel("call")
-    ax.set_ylim(-1, max(1, len(records)))
-    ax.set_title(title if title is not None else f"{len(records)} delegations")
+    if by_tree:
+        # Indentation by depth (the branches' own characters need a font that has them).
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels([" " * 3 * (len(prefix) // 4) + r.peer for prefix, r in rows])
+        for row, (prefix, _) in enumerate(rows):
+            if row and not prefix:
+                ax.axhline(row - 0.5, color="#d0d7de", linewidth=0.8)
+        ax.set_ylim(len(rows) - 0.5, -0.5)  # the first tree on top, each root above its calls
+        trees = sum(1 for prefix, _ in rows if not prefix)
+        default = f"{len(rows)} calls in {trees} delegation tree{'s' if trees != 1 else ''}"
+    else:
+        ax.set_ylabel("call")
+        ax.set_ylim(-1, max(1, len(rows)))
+        default = f"{len(rows)} delegations"
+    ax.set_title(title if title is not None else default)
     return ax

@@ -55,7 +55,7 @@ from ._call_peer import CallPeerEvent
 from ._calllog import CallLog
 from ._runtime_cache import CacheEvent, RuntimeCache
 
-__all__ = ["CacheView", "CallLogView", "FleetView"]
+__all__ = ["CacheView", "CallLogView", "CallTreeView", "FleetView"]
 
 _log = logging.getLogger("coreagent_sdk.widgets")
 
@@ -334,6 +334,23 @@ class CallLogView(_View):
         """Stop following the log and close the widget (the log keeps its records)."""
         self._unsubscribe()
         super().close()
+
+
+class CallTreeView(CallLogView):
+    """A live delegation tree: each call under the call whose turn made it.
+
+    ``log`` is a `CallLog` whose records carry their parent call, such as a
+    simulated fleet's ``fleet.calls`` (every call the fleet carries,
+    ``delegate`` and ``fan_out`` sub-calls included). Throttled, settled at the
+    end of each cell and shown as HTML where widgets do not run, as every view.
+    """
+
+    def __repr__(self) -> str:
+        summary = repr(self.log.tree()).split("\n", 1)[0]  # its first line: the counts
+        return f"CallTreeView({summary}, updates={self.updates})"
+
+    def _html(self) -> str:
+        return self.log.tree()._repr_html_()
 
 
 class CacheView(_View):

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import signal
 import sys
+import textwrap
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -40,20 +42,34 @@ async def _timed(scenario: str, run: Callable[[], Awaitable[tuple[str, str]]]) -
     return scenario, outcome, detail, (time.perf_counter() - started) * 1000
 
 
-def _short(text: str, width: int = 90) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 3] + "..."
+def _print_table(rows: list[Row], columns: int | None = None) -> None:
+    """The demo's table in the terminal's width: the detail column last, wrapped to fit.
 
+    ``columns`` defaults to the terminal's width (``$COLUMNS``, else 100 when
+    the output is not a terminal); every line fits it, down to 60 columns.
+    """
+    if columns is None:
+        columns = shutil.get_terminal_size(fallback=(100, 24)).columns
+    headers = ("scenario", "outcome", "ms", "detail")
+    cells = [(s, o, f"{ms:.1f}", " ".join(d.split())) for s, o, d, ms in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers[:3])]
+    lead = sum(widths) + 2 * len(widths)  # the three columns and their gaps
+    room = max(max(columns, 60) - lead, 20)
 
-def _print_table(rows: list[Row]) -> None:
-    headers = ("scenario", "outcome", "detail", "ms")
-    cells = [(s, o, _short(d), f"{ms:.1f}") for s, o, d, ms in rows]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
-    print(line)
-    print("  ".join("-" * w for w in widths))
-    for c in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(c, widths, strict=True)))
+    def line(values: tuple[str, str, str], detail: str) -> str:
+        left = "  ".join(
+            v.rjust(w) if i == 2 else v.ljust(w)
+            for i, (v, w) in enumerate(zip(values, widths, strict=True))
+        )
+        return f"{left}  {detail}".rstrip()
+
+    print(line(headers[:3], "detail"))
+    print(line(tuple("-" * w for w in widths), "-" * min(room, max(len(c[3]) for c in cells))))
+    for *values, detail in cells:
+        wrapped = textwrap.wrap(detail, room, break_long_words=True) or [""]
+        print(line((values[0], values[1], values[2]), wrapped[0]))
+        for more in wrapped[1:]:
+            print(line(("", "", ""), more))
 
 
 async def demo() -> list[Row]:

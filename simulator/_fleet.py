@@ -18,6 +18,7 @@ import httpx
 
 from coreagent_sdk import (
     ASGITransport,
+    CallLog,
     CallPeer,
     Clock,
     HubDirectory,
@@ -40,10 +41,12 @@ from coreagent_sdk.host import (
 from coreagent_sdk.host import AgentHost as Daemon
 from coreagent_sdk.jupyter import is_waiting
 
+from ._calls import CallRecorder
 from ._faults import Faults
 from ._fleet_directory import FleetDirectory
 from ._join import HubMembership
 from ._roster import RosterEntry, fleet_html, fleet_roster
+from .behaviors import echo
 
 __all__ = ["Fleet", "PortInUseError", "ServedFleet"]
 
@@ -121,6 +124,11 @@ class Fleet:
     daemon does (lazily: no task or request runs while the fleet idles), until
     `expire`, `remove_peer` or `aclose`. Tools from `call_peer` close with the
     fleet.
+
+    ``calls`` is a `CallLog` of every call the fleet carries, each record with
+    the ``parent`` call whose turn made it (`delegate` and `fan_out` sub-calls
+    included): ``fleet.calls.tree()`` draws the delegation trees,
+    `CallTreeView(fleet.calls)` shows them live.
 
     Fidelity options (see docs/differences.md, "Where we differ from the daemon"):
     ``session_rate_limit`` limits `POST /sessions` per caller on every peer
@@ -205,6 +213,9 @@ class Fleet:
         self._served: ServedFleet | None = None
         self._members: dict[str, _Member] = {}
         self._tools: weakref.WeakSet[CallPeer] = weakref.WeakSet()
+        self._recorder = CallRecorder()
+        # Every call the fleet carries, each with the call whose turn made it (see _calls).
+        self.calls: CallLog = self._recorder.log
 
     def __repr__(self) -> str:
         # Bounded: a 10,000-peer fleet printed whole was 140 KB on one line.
@@ -327,7 +338,7 @@ class Fleet:
             owner = identity.name
         daemon = self._daemon(
             name,
-            behavior=behavior,
+            behavior=self._recorder.observe(name, behavior if behavior is not None else echo()),
             multi_session=multi_session,
             tokens=self.tokens,
             clock=self.clock,
@@ -457,6 +468,7 @@ class Fleet:
         A fleet that joined another hub resolves names there and dials every
         peer over the network (its own are served on loopback).
         """
+        kwargs["on_event"] = self._recorder.hook(kwargs.get("on_event"))
         if self.joined is not None:
             kwargs.setdefault("transport", None)
             tool = _call_peer(self.directory, kwargs)
@@ -759,6 +771,7 @@ class ServedFleet:
         `acall` there, or use `fleet.call_peer()`.
         """
         kwargs.setdefault("transport", self._network)
+        kwargs["on_event"] = self.fleet._recorder.hook(kwargs.get("on_event"))
         tool = _call_peer(self.directory, kwargs)
         self.fleet._tools.add(tool)
         return tool

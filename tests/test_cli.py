@@ -42,11 +42,16 @@ def test_the_demo_runs_every_scenario_in_under_ten_seconds() -> None:
         text=True,
         timeout=60,
         check=False,
+        env={**os.environ, "COLUMNS": "72"},  # a narrow terminal
     )
     elapsed = time.perf_counter() - started
     assert done.returncode == 0, done.stderr
     assert elapsed < 10
     out = done.stdout
+    assert max(len(line) for line in out.splitlines()) <= 72  # the table fits the terminal
+    # Its details are wrapped, not cut: the unknown peer's roster is there in full.
+    joined = " ".join(out.split())
+    assert '(registered: "flaky", "prod-1", "prod-2", "slowpoke", "writer")' in joined
     for scenario in DEMO_SCENARIOS:
         assert scenario in out, scenario
     assert "UnknownPeerError" in out and "PeerTimeoutError" in out and "truncated" in out

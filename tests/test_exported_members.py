@@ -30,6 +30,7 @@ SDK = {
     "CallPeerEvent",
     "CallPeerResult",
     "CallRecord",
+    "CallTree",
     "Capabilities",
     "Clock",
     "ConfigLoader",

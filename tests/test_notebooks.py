@@ -337,3 +337,30 @@ def test_after_the_opt_in_a_sync_call_reaches_the_fleet_the_notebook_serves(
         raise done.error
     printed = "".join(o.get("text", "") for o in done.notebook.cells[4].outputs)
     assert printed.split() == ["ANSWER=after", "ANSWER=in-process"]
+
+
+def test_the_trees_notebook_shows_the_tree_displays_its_values_and_closes_its_fleets(
+    runs: dict[str, Run],
+) -> None:
+    done = runs["04_trees"]
+    if done.error is not None:
+        raise done.error
+    code = [c for c in done.notebook.cells if c.cell_type == "code"][1:-1]  # less guard, report
+    assert not any("print(" in c.source for c in code)  # it displays, as the others do
+    assert "aclose()" in code[-1].source and "replayed" in code[-1].source
+    trees = [
+        Page("".join(o.data["text/html"])).rows
+        for c in code
+        for o in c.outputs
+        if "".join(o.get("data", {}).get("text/plain", "")).startswith("CallTree: 7 calls")
+    ]
+    assert trees, "the first tree is shown as a tree"
+    assert [row[0] for row in trees[0][1:]] == [
+        "region",
+        "├── zone-a",
+        "│   ├── node-a1",
+        "│   └── node-a2",
+        "└── zone-b",
+        "├── node-b1",  # the leading spaces are the cell's own: a parser strips them
+        "└── node-b2",
+    ]

@@ -51,3 +51,28 @@ def test_an_empty_log_draws_an_empty_timeline() -> None:
     ax = delegation_timeline([])
     assert len(ax.patches) == 0 and ax.get_title() == "0 delegations"
     plt.close("all")
+
+
+async def test_a_fleets_calls_are_drawn_grouped_by_delegation_tree() -> None:
+    import matplotlib.pyplot as plt
+
+    fleet = Fleet()
+    fleet.add_peer("boss", behaviors.fan_out(via=fleet, labels={"team": "x"}, timeout=5))
+    for name in ("w1", "w2"):
+        fleet.add_peer(name, behaviors.echo(), labels={"team": "x"})
+    tool = fleet.call_peer(timeout=10)
+    await tool.acall(peer="boss", prompt="go")
+    await tool.acall(peer="w1", prompt="alone")
+    ax = delegation_timeline(fleet.calls)
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["boss", "   w1", "   w2", "w1"]  # each tree together, callees indented
+    assert ax.get_title() == "4 calls in 2 delegation trees"
+    separators = [line for line in ax.get_lines() if line.get_ydata()[0] == 2.5]
+    assert len(separators) == 1  # a line between the two trees
+    bars = ax.patches
+    starts = [b.get_x() for b in bars]
+    assert starts[1] >= starts[0] and starts[3] >= starts[2]  # a callee starts after its caller
+    flat = delegation_timeline(fleet.calls, by_tree=False)
+    assert flat.get_title() == "4 delegations"
+    plt.close("all")
+    await fleet.aclose()

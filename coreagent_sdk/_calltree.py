@@ -1,0 +1,101 @@
+"""`CallTree`: calls arranged under the call whose turn made them (delegation trees).
+
+The invariant: every record of the snapshot appears exactly once. A record
+sits under its parent when the parent is in the same snapshot; otherwise
+(a call made from outside, or a parent already dropped from a bounded log)
+it is a root. Parent ids come from a fleet's bookkeeping but a log can be fed
+by hand, so a cycle of parent ids is possible: the walk is iterative and
+shows a record reached twice only once, so it cannot loop or recurse deep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+
+from . import _display
+
+if TYPE_CHECKING:
+    from ._calllog import CallRecord
+
+__all__ = ["CallTree"]
+
+
+@attrs.frozen(repr=False)
+class CallTree:
+    """A snapshot of calls as delegation trees (from `CallLog.tree()` or a fleet's `calls`).
+
+    ``records`` are the calls, in any order; each one's ``parent`` is the
+    ``call_id`` of the call whose turn made it. Roots and siblings are ordered
+    by start time. Shows as an indented table in a notebook and as a text tree
+    in a console.
+    """
+
+    records: tuple[CallRecord, ...]
+
+    def __repr__(self) -> str:
+        return _display.tree_text(self)
+
+    def _repr_html_(self) -> str:
+        return _display.tree_html(self)
+
+    def _children(self) -> dict[int | None, list[CallRecord]]:
+        present = {r.call_id for r in self.records}
+        children: dict[int | None, list[CallRecord]] = {}
+        for record in sorted(self.records, key=lambda r: (r.started, r.call_id)):
+            parent = record.parent if record.parent in present else None
+            children.setdefault(parent, []).append(record)
+        return children
+
+    def roots(self) -> list[CallRecord]:
+        """The calls made from outside the tree (or whose parent is not in it), oldest first."""
+        return list(self._children().get(None, []))
+
+    def children(self, call_id: int) -> list[CallRecord]:
+        """The calls that call ``call_id``'s turn made, oldest first."""
+        return list(self._children().get(call_id, []))
+
+    def walk(self) -> Iterator[tuple[str, CallRecord]]:
+        """Depth first, roots oldest first: ``(prefix, record)``, the prefix drawing the branches.
+
+        The prefix is ``""`` for a root and box-drawing text such as
+        ``"│   └── "`` below it, so ``prefix + record.peer`` draws the tree.
+        """
+        children = self._children()
+        seen: set[int] = set()
+        # (record, the prefix its own line gets, the prefix its children's lines extend)
+        stack: list[tuple[CallRecord, str, str]] = [
+            (r, "", "") for r in reversed(children.get(None, []))
+        ]
+        if not stack and self.records:  # every record is in a cycle: start anywhere
+            first = min(self.records, key=lambda r: (r.started, r.call_id))
+            stack = [(first, "", "")]
+        while stack:
+            record, prefix, inner = stack.pop()
+            if record.call_id in seen:
+                continue
+            seen.add(record.call_id)
+            yield prefix, record
+            kids: Sequence[CallRecord] = children.get(record.call_id, [])
+            for i in range(len(kids) - 1, -1, -1):
+                last = i == len(kids) - 1
+                stack.append(
+                    (
+                        kids[i],
+                        inner + ("└── " if last else "├── "),
+                        inner + ("    " if last else "│   "),
+                    )
+                )
+        for record in self.records:  # left over only from a cycle cut off above: as roots
+            if record.call_id not in seen:
+                seen.add(record.call_id)
+                yield "", record
+
+    def depth(self) -> int:
+        """Levels in the deepest tree (0 when empty, 1 when no call made another)."""
+        deepest = 0
+        for prefix, _ in self.walk():
+            deepest = max(deepest, len(prefix) // 4 + 1)
+        return deepest
