@@ -31,6 +31,9 @@ class CallTree:
     ``call_id`` of the call whose turn made it. Roots and siblings are ordered
     by start time. Shows as an indented table in a notebook and as a text tree
     in a console.
+
+    Attributes:
+        records: The calls the tree arranges (`CallRecord`s), in any order.
     """
 
     records: tuple[CallRecord, ...]

@@ -166,6 +166,8 @@ class Fleet:
         raise_behavior_errors: Whether `check_behaviors()` re-raises a behaviour's exception.
         behavior_errors: The exceptions behaviours raised, kept while
             ``raise_behavior_errors`` is on.
+        calls: A `CallLog` of every call the fleet carries, each record with the
+            ``parent`` call whose turn made it (``fleet.calls.tree()``).
     """
 
     def __init__(
