@@ -79,7 +79,7 @@ from .errors import (
     TransportFailure,
     UnknownPeerError,
 )
-from .jupyter import run_sync
+from .jupyter import reenters, run_sync
 
 __all__ = [
     "DEFAULT_MAX_CONNECTIONS",
@@ -535,6 +535,8 @@ class CallPeer:
         """
         marked = _blocked_loop.set(_running_loop())  # the context goes with the call
         try:
+            if reenters():  # enable_nested_sync(): run on the caller's own (re-entered) loop
+                return run_sync(self.acall(peer=peer, prompt=prompt))
             if self._loop_thread.owns_current_thread():
                 # Called from code running on the tool's own loop (a hook, a behaviour):
                 # waiting for that loop here would wait forever, so this one call gets a

@@ -44,6 +44,14 @@ def is_waiting(loop: asyncio.AbstractEventLoop) -> bool:
     return loop in _waiting
 
 
+def reenters() -> bool:
+    """True when a sync call made here re-enters the running loop (`enable_nested_sync`)."""
+    try:
+        return asyncio.get_running_loop() in _nested
+    except RuntimeError:
+        return False
+
+
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run `coro` to completion from synchronous code and return its result.
 
