@@ -297,7 +297,11 @@ class HubDirectory:
         flight = self._flights.get(token)
         if flight is None or flight.loop is not loop:
             flight = _Flight(loop)
-            flight.task = loop.create_task(self._fetch(token, flight))
+            # The request's own deadline, whoever waits on it: a caller's deadline ends
+            # only its wait. Under CallPeer's deadline the callers' deadlines govern, and
+            # the request ends when the last of them leaves (below).
+            limit = None if outer_deadline() else self.timeout
+            flight.task = loop.create_task(self._fetch(token, flight, limit))
             flight.task.add_done_callback(_retrieve)
             self._flights[token] = flight
         task = flight.task
@@ -314,26 +318,30 @@ class HubDirectory:
                 f"directory: the hub {shown_url(self.hub_url)} did not answer GET /peers within "
                 f"{self.timeout:g} s; check that the hub is up, or raise HubDirectory(timeout=...)"
             )
-        except asyncio.CancelledError:
-            if not task.done() and flight.waiters == 1:
-                # The last caller left: stop the request rather than finish it for nobody.
-                self._land(token, flight)
-                task.cancel()
-            raise
         finally:
             flight.waiters -= 1
+            if flight.waiters == 0 and not task.done():
+                # The last caller left (cancelled, or out of time): stop the request rather
+                # than finish it for nobody, and forget it, so the next caller asks anew
+                # instead of riding on a request that may never end.
+                self._land(token, flight)
+                task.cancel()
 
     def _land(self, token: str | None, flight: _Flight) -> None:
         if self._flights.get(token) is flight:
             del self._flights[token]
 
-    async def _fetch(self, token: str | None, flight: _Flight) -> _Answer:
+    async def _fetch(self, token: str | None, flight: _Flight, limit: float | None) -> _Answer:
         try:
             client = AttachClient(
-                self.hub_url, http_client=self._http.get(), token=token, timeout=None
+                self.hub_url, http_client=self._http.get(), token=token, timeout=limit
             )
-            # Bounded by each waiter's deadline (see _answer), not by one of its own.
-            with governed():
+            client._timeout_option = "HubDirectory(timeout=...)"
+            if limit is None:
+                # Bounded by each waiter's deadline (see _answer), not by one of its own.
+                with governed():
+                    records = await client.list_peers(self.labels or None)
+            else:
                 records = await client.list_peers(self.labels or None)
         except LoopBlockedError:
             raise  # not the hub's fault, and its message says the fix: wrapped, it read as one

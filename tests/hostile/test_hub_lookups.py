@@ -1,0 +1,85 @@
+"""Issue 16.4: one stalled `GET /peers` must not poison a `HubDirectory` for later lookups.
+
+A raw loopback hub stalls the first request it gets and answers every later
+one; the directory must give up on the stalled request (and its socket), and
+a later lookup must open a new request that the recovered hub answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from coreagent_sdk import HubDirectory
+from coreagent_sdk.errors import DirectoryError
+
+from .servers import RawServer, read_request
+
+ROSTER = [
+    {
+        "registration_id": "reg-1",
+        "name": "a",
+        "endpoint": "http://127.0.0.1:9",
+        "labels": {},
+        "registered_at": "2026-01-01T00:00:00Z",
+        "last_heartbeat": "2026-01-01T00:00:00Z",
+        "lease_expires_at": "2026-01-01T00:01:00Z",
+    }
+]
+
+
+class StallsOnce:
+    """A hub whose first `GET /peers` never answers; it notices when that socket is closed."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.stalled_socket_closed = asyncio.Event()
+
+    async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:  # keep-alive: bounded by the client closing, or the block ending
+            await read_request(reader)
+            self.requests += 1
+            if self.requests == 1:
+                # Stalled: wait (bounded) for the client to give the socket up.
+                await asyncio.wait_for(reader.read(1), 10)
+                self.stalled_socket_closed.set()
+                return
+            body = json.dumps({"peers": ROSTER}).encode()
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            await writer.drain()
+
+
+async def test_after_one_stalled_lookup_timed_out_the_next_one_asks_the_recovered_hub() -> None:
+    hub = StallsOnce()
+    async with RawServer(hub) as server:
+        directory = HubDirectory(server.url, timeout=0.3)
+        with pytest.raises(DirectoryError, match="did not answer"):
+            await directory.peers()
+        started = time.perf_counter()
+        assert [p.name for p in await directory.peers()] == ["a"]
+        assert time.perf_counter() - started < 0.3, "the second lookup waited on the stalled one"
+        assert hub.requests == 2
+        # The stalled request was given up: its socket closed, not left hanging.
+        await asyncio.wait_for(hub.stalled_socket_closed.wait(), 2)
+        await directory.aclose()
+
+
+async def test_when_every_rider_of_a_stalled_lookup_timed_out_the_flight_is_forgotten() -> None:
+    hub = StallsOnce()
+    async with RawServer(hub) as server:
+        directory = HubDirectory(server.url, timeout=0.3)
+        riders = [asyncio.ensure_future(directory.peers()) for _ in range(5)]
+        outcomes = await asyncio.gather(*riders, return_exceptions=True)
+        assert all(isinstance(o, DirectoryError) for o in outcomes), outcomes
+        assert hub.requests == 1, "riders should have shared the one request"
+        assert (await directory.lookup("a")) is not None
+        assert hub.requests == 2
+        await asyncio.wait_for(hub.stalled_socket_closed.wait(), 2)
+        await directory.aclose()
