@@ -13,13 +13,14 @@ import httpx
 from . import _display
 from ._asyncio_only import require_asyncio
 from ._client import AttachClient
+from ._clock import Clock, SystemClock
 from ._deadline import DEFAULT_REQUEST_TIMEOUT, governed, outer_deadline, within
 from ._endpoint import checked_base_url, shown_url
 from ._hosts import HostAllowList
 from ._http import LoopBoundClient
 from ._quote import names_text
 from ._token import checked_token, read_token
-from ._wire import labels_dict
+from ._wire import PeerRecord, labels_dict
 from .errors import APIStatusError, CoreAgentError, DirectoryError, LoopBlockedError
 
 __all__ = [
@@ -182,12 +183,13 @@ class _Answer:
 
 
 class _Flight:
-    """One `GET /peers` in flight, and how many callers wait on it."""
+    """One `GET /peers` in flight, when it was sent, and how many callers wait on it."""
 
-    __slots__ = ("loop", "task", "waiters")
+    __slots__ = ("loop", "sent", "task", "waiters")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, sent: float) -> None:
         self.loop = loop
+        self.sent = sent  # the directory's clock: an answer is at most this old
         self.task: asyncio.Task[_Answer] | None = None
         self.waiters = 0
 
@@ -214,6 +216,16 @@ class HubDirectory:
     (default `DEFAULT_HUB_CONNECTIONS`); a lookup waiting for one waits inside
     its deadline (the call's, under `CallPeer`).
 
+    ``max_age`` (seconds, opt-in) trades that freshness for speed: a lookup is
+    answered from the last roster if its request was sent at most ``max_age``
+    ago on ``clock``, and a lookup that finds it past half that age starts a
+    refresh in the background (one request at a time, bounded by ``timeout``).
+    A roster older than ``max_age`` is never used: the lookup waits for a new
+    one. Lookups then cost no request and no decoding of the whole roster,
+    but a lease that lapsed may still be listed for up to ``max_age`` (a call
+    to it then fails as a call to a stopped peer does). The default, None,
+    asks the hub on every lookup, as the daemon does.
+
     Attributes:
         hub_url: The hub's base URL, checked when given.
         timeout: Seconds one lookup may take (None: no bound of its own; inside
@@ -221,6 +233,8 @@ class HubDirectory:
         labels: Only peers with all these labels are listed (``?label=k=v``).
         allowed_hosts: The `HostAllowList` of peer hosts kept in the roster (None: any).
         max_connections: Connections to the hub per event loop.
+        max_age: Seconds a roster may be old and still answer a lookup (None: ask the
+            hub on every lookup).
     """
 
     def __init__(
@@ -235,6 +249,8 @@ class HubDirectory:
         timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
         allowed_hosts: Iterable[str] | HostAllowList | None = None,
         max_connections: int = DEFAULT_HUB_CONNECTIONS,
+        max_age: float | None = None,
+        clock: Clock | None = None,
     ) -> None:
         if (
             isinstance(max_connections, bool)
@@ -258,8 +274,19 @@ class HubDirectory:
                 f"directory: timeout must be a positive number of seconds or None, got "
                 f"{timeout!r}; the default is {DEFAULT_REQUEST_TIMEOUT:g}"
             )
+        if max_age is not None and (
+            isinstance(max_age, bool)
+            or not isinstance(max_age, (int, float))
+            or not 0 < max_age < float("inf")
+        ):
+            raise ValueError(
+                f"directory: max_age must be a positive number of seconds or None, got "
+                f"{max_age!r}; None (the default) asks the hub on every lookup"
+            )
         # Each lookup's deadline; inside CallPeer the call's own deadline governs instead.
         self.timeout = None if timeout is None else float(timeout)
+        self.max_age = None if max_age is None else float(max_age)
+        self._clock: Clock = clock if clock is not None else SystemClock()
         self.hub_url = checked_base_url(hub_url, "directory")
         self.max_connections = max_connections
         self._http = LoopBoundClient(transport, max_connections)
@@ -276,9 +303,12 @@ class HubDirectory:
         # In-flight requests by credential: callers with different tokens may see
         # different rosters (redaction, auth), so only callers with the same one share.
         self._flights: dict[str | None, _Flight] = {}
+        # With max_age: the newest answer per credential, and when its request was sent.
+        self._kept: dict[str | None, tuple[float, _Answer]] = {}
 
     def __repr__(self) -> str:
-        return f"HubDirectory({shown_url(self.hub_url)!r}, labels={self.labels!r})"
+        aged = "" if self.max_age is None else f", max_age={self.max_age:g}"
+        return f"HubDirectory({shown_url(self.hub_url)!r}, labels={self.labels!r}{aged})"
 
     async def peers(self) -> Sequence[Peer]:
         """Every peer the hub lists now (with the labels asked for), from a shared answer."""
@@ -294,16 +324,20 @@ class HubDirectory:
         if self._token_env is not None:
             token = read_token(self._token_env, self._environ, "directory")
         loop = asyncio.get_running_loop()
+        kept = self._kept.get(token) if self.max_age is not None else None
+        if kept is not None and self.max_age is not None:
+            age = self._clock.now() - kept[0]
+            if 0 <= age <= self.max_age:
+                if age >= self.max_age / 2 and token not in self._flights:
+                    # Refreshed in the background, with a deadline of its own: nobody waits.
+                    self._start(token, loop, self.timeout or DEFAULT_REQUEST_TIMEOUT)
+                return kept[1]
         flight = self._flights.get(token)
         if flight is None or flight.loop is not loop:
-            flight = _Flight(loop)
             # The request's own deadline, whoever waits on it: a caller's deadline ends
             # only its wait. Under CallPeer's deadline the callers' deadlines govern, and
             # the request ends when the last of them leaves (below).
-            limit = None if outer_deadline() else self.timeout
-            flight.task = loop.create_task(self._fetch(token, flight, limit))
-            flight.task.add_done_callback(_retrieve)
-            self._flights[token] = flight
+            flight = self._start(token, loop, None if outer_deadline() else self.timeout)
         task = flight.task
         assert task is not None
         flight.waiters += 1
@@ -327,6 +361,15 @@ class HubDirectory:
                 self._land(token, flight)
                 task.cancel()
 
+    def _start(
+        self, token: str | None, loop: asyncio.AbstractEventLoop, limit: float | None
+    ) -> _Flight:
+        flight = _Flight(loop, self._clock.now())
+        flight.task = loop.create_task(self._fetch(token, flight, limit))
+        flight.task.add_done_callback(_retrieve)
+        self._flights[token] = flight
+        return flight
+
     def _land(self, token: str | None, flight: _Flight) -> None:
         if self._flights.get(token) is flight:
             del self._flights[token]
@@ -334,17 +377,11 @@ class HubDirectory:
     async def _fetch(self, token: str | None, flight: _Flight, limit: float | None) -> _Answer:
         try:
             client = AttachClient(
-                self.hub_url, http_client=self._http.get(), token=token, timeout=limit
+                self.hub_url, http_client=self._http.get(), token=token, timeout=None
             )
-            client._timeout_option = "HubDirectory(timeout=...)"
-            if limit is None:
-                # Bounded by each waiter's deadline (see _answer), not by one of its own.
-                with governed():
-                    records = await client.list_peers(self.labels or None)
-            else:
-                records = await client.list_peers(self.labels or None)
-        except LoopBlockedError:
-            raise  # not the hub's fault, and its message says the fix: wrapped, it read as one
+            records = await self._list(client, limit)
+        except (DirectoryError, LoopBlockedError):
+            raise  # a LoopBlockedError's message says the fix: wrapped, it read as the hub's fault
         except CoreAgentError as exc:
             raise DirectoryError(
                 f"directory: could not list peers on the hub {shown_url(self.hub_url)}: {exc}",
@@ -355,14 +392,37 @@ class HubDirectory:
             # new caller starts a new request instead of riding on a finished one.
             self._land(token, flight)
         hosts = self.allowed_hosts
-        return _Answer(
+        answer = _Answer(
             Roster(
                 Peer(r.name, r.endpoint, r.labels)
                 for r in records
                 if hosts is None or hosts.allows(r.endpoint)
             )
         )
+        if self.max_age is not None:
+            kept = self._kept.get(token)
+            if kept is None or kept[0] <= flight.sent:
+                self._kept[token] = (flight.sent, answer)
+        return answer
+
+    async def _list(self, client: AttachClient, limit: float | None) -> Sequence[PeerRecord]:
+        # governed(): httpx's per-operation timers off; a deadline bounds the whole request.
+        with governed():
+            if limit is None:  # bounded by each waiter's deadline (see _answer)
+                return await client.list_peers(self.labels or None)
+            try:
+                return await within(limit, client.list_peers(self.labels or None))
+            except asyncio.TimeoutError:
+                pass
+        raise DirectoryError(
+            f"directory: the hub {shown_url(self.hub_url)} did not answer GET /peers within "
+            f"{limit:g} s; check that the hub is up, or raise HubDirectory(timeout=...)"
+        )
 
     async def aclose(self) -> None:
-        """Release pooled connections; the directory stays usable."""
+        """Stop refreshes nobody waits for, release pooled connections; it stays usable."""
+        for token, flight in list(self._flights.items()):
+            if flight.waiters == 0 and flight.task is not None and not flight.task.done():
+                self._land(token, flight)
+                flight.task.cancel()
         await self._http.aclose()

@@ -10,7 +10,7 @@ import pytest
 
 from coreagent_sdk import DirectoryFunc, HubDirectory, Peer, StaticDirectory, lookup_peer
 from coreagent_sdk.errors import DirectoryError, TokenUnsetError
-from simulator import Fleet, behaviors
+from simulator import FakeClock, Fleet, behaviors
 
 
 async def test_a_sync_function_directory_is_called_each_time() -> None:
@@ -314,3 +314,96 @@ def test_a_static_directory_of_ten_thousand_peers_shows_twenty_names_and_counts_
     assert repr(StaticDirectory([Peer(f"p{i}", "http://p.sim") for i in range(20)])).endswith(
         '"p19"])'
     )
+
+
+# --- max_age: a roster at most that old, refreshed in the background -----------------------
+
+
+class CountedHub(httpx.AsyncBaseTransport):
+    """The fleet's transport, counting each `GET /peers` it passes on."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+        self.requests = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/peers":
+            self.requests += 1
+        return await self.inner.handle_async_request(request)
+
+
+def _aged(max_age: float = 1.0) -> tuple[FakeClock, Fleet, CountedHub, HubDirectory]:
+    clock = FakeClock()
+    fleet = Fleet(clock=clock)
+    fleet.add_peer("a", behaviors.echo())
+    hub = CountedHub(fleet.transport)
+    directory = HubDirectory(fleet.hub_url, transport=hub, max_age=max_age, clock=clock)
+    return clock, fleet, hub, directory
+
+
+async def _refreshed(directory: HubDirectory) -> None:
+    for _ in range(1000):  # bounded: loop turns, not real time
+        if not directory._flights:
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the background refresh did not finish")
+
+
+async def test_with_max_age_a_young_roster_answers_without_asking_the_hub() -> None:
+    clock, fleet, hub, directory = _aged(max_age=1.0)
+    assert _names(await directory.peers()) == ["a"]
+    fleet.add_peer("b", behaviors.echo())
+    clock.advance(0.49)  # under half the age: served as is, no refresh
+    assert _names(await directory.peers()) == ["a"]
+    assert await directory.lookup("b") is None
+    assert hub.requests == 1
+    await directory.aclose()
+
+
+async def test_with_max_age_a_roster_past_half_its_age_is_served_and_refreshed_behind() -> None:
+    clock, fleet, hub, directory = _aged(max_age=1.0)
+    await directory.peers()
+    fleet.add_peer("b", behaviors.echo())
+    clock.advance(0.5)  # half the age, exactly: still served, and a refresh starts
+    assert _names(await directory.peers()) == ["a"]
+    assert _names(await directory.peers()) == ["a"]  # the refresh is shared, not repeated
+    await _refreshed(directory)
+    assert hub.requests == 2
+    assert _names(await directory.peers()) == ["a", "b"]
+    assert hub.requests == 2
+    await directory.aclose()
+
+
+async def test_with_max_age_a_roster_exactly_that_old_is_used_and_an_older_one_never() -> None:
+    clock, fleet, hub, directory = _aged(max_age=1.0)
+    await directory.peers()
+    fleet.expire("a")
+    clock.advance(1.0)  # exactly max_age old: still answered from it (a refresh starts)
+    assert _names(await directory.peers()) == ["a"]
+    await _refreshed(directory)
+    assert hub.requests == 2
+    fleet.add_peer("b", behaviors.echo())
+    clock.advance(1.001)  # just older than max_age: the caller waits for a new roster
+    assert _names(await directory.peers()) == ["b"]
+    assert hub.requests == 3
+    await directory.aclose()
+
+
+async def test_the_default_asks_the_hub_on_every_lookup_however_little_time_passed() -> None:
+    clock = FakeClock()
+    fleet = Fleet(clock=clock)
+    fleet.add_peer("a", behaviors.echo())
+    hub = CountedHub(fleet.transport)
+    directory = HubDirectory(fleet.hub_url, transport=hub, clock=clock)
+    assert directory.max_age is None
+    await directory.peers()
+    fleet.expire("a")
+    assert await directory.lookup("a") is None
+    assert hub.requests == 2
+    await directory.aclose()
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("inf"), float("nan"), True, "1"])
+def test_a_max_age_that_is_not_a_positive_number_of_seconds_is_refused(bad: Any) -> None:
+    with pytest.raises(ValueError, match=r"directory: max_age must be a positive number"):
+        HubDirectory("http://hub.test", max_age=bad)

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from coreagent_sdk import HubDirectory
+from coreagent_sdk import FakeClock, HubDirectory
 from coreagent_sdk.errors import DirectoryError
 
 from .servers import RawServer, read_request
@@ -32,9 +32,10 @@ ROSTER = [
 
 
 class StallsOnce:
-    """A hub whose first `GET /peers` never answers; it notices when that socket is closed."""
+    """A hub whose `stall`-th `GET /peers` never answers; it notices when that socket closes."""
 
-    def __init__(self) -> None:
+    def __init__(self, stall: int = 1) -> None:
+        self.stall = stall
         self.requests = 0
         self.stalled_socket_closed = asyncio.Event()
 
@@ -42,7 +43,7 @@ class StallsOnce:
         while True:  # keep-alive: bounded by the client closing, or the block ending
             await read_request(reader)
             self.requests += 1
-            if self.requests == 1:
+            if self.requests == self.stall:
                 # Stalled: wait (bounded) for the client to give the socket up.
                 await asyncio.wait_for(reader.read(1), 10)
                 self.stalled_socket_closed.set()
@@ -82,4 +83,20 @@ async def test_when_every_rider_of_a_stalled_lookup_timed_out_the_flight_is_forg
         assert (await directory.lookup("a")) is not None
         assert hub.requests == 2
         await asyncio.wait_for(hub.stalled_socket_closed.wait(), 2)
+        await directory.aclose()
+
+
+async def test_a_background_refresh_that_stalls_ends_at_its_own_deadline() -> None:
+    hub = StallsOnce(stall=2)
+    clock = FakeClock()
+    async with RawServer(hub) as server:
+        directory = HubDirectory(server.url, timeout=0.3, max_age=1, clock=clock)
+        assert [p.name for p in await directory.peers()] == ["a"]
+        clock.advance(0.6)
+        assert [p.name for p in await directory.peers()] == ["a"]  # refresh starts, stalls
+        # Nobody waits for it, yet it is given up at its own deadline, socket and all.
+        await asyncio.wait_for(hub.stalled_socket_closed.wait(), 2)
+        clock.advance(0.6)  # the roster is now too old: this lookup asks anew
+        assert [p.name for p in await directory.peers()] == ["a"]
+        assert hub.requests == 3
         await directory.aclose()
