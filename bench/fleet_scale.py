@@ -7,8 +7,9 @@ from the same run:
    next peer round-robin: with the fleet's default directory
    (`fleet.call_peer()`, which resolves names in the hub's registry) and with
    `HubDirectory` over the in-process transport (`GET /peers` per lookup,
-   shared by the calls in flight). Baseline: the 10-peer rate of the same
-   directory. Sizes are interleaved round by round, so drift on a shared
+   shared by the calls in flight), and `HubDirectory(max_age=1)` (lookups
+   from a roster at most 1 s old, refreshed in the background). Baseline: the
+   10-peer rate of the same directory. Sizes are interleaved round by round, so drift on a shared
    machine hits every size alike; the best round of each is reported.
 2. A 10,000-peer fleet idling (leases of `--idle-ttl` s, renewed lazily):
    CPU time over `--idle` s of wall time, memory per peer (tracemalloc), and
@@ -33,7 +34,7 @@ import time
 import tracemalloc
 from collections.abc import Awaitable, Callable
 
-from coreagent_sdk import CallPeer
+from coreagent_sdk import CallPeer, HubDirectory
 from simulator import Fleet, behaviors
 
 PROMPT = "ping"
@@ -81,6 +82,8 @@ async def in_process(sizes: list[int], rounds: int, seconds: float) -> None:
     for size, fleet in fleets.items():
         tools["fleet directory", size] = fleet.call_peer(timeout=60)
         tools["HubDirectory", size] = fleet.call_peer(timeout=60, directory=fleet.directory())
+        aged = HubDirectory(fleet.hub_url, transport=fleet.transport, max_age=1)
+        tools["max_age=1", size] = fleet.call_peer(timeout=60, directory=aged)
     best: dict[tuple[str, int], float] = {}
     errors = 0
     for key, tool in tools.items():  # warm-up
@@ -92,7 +95,7 @@ async def in_process(sizes: list[int], rounds: int, seconds: float) -> None:
             errors += failed
     print(f"   best of {rounds} rounds of {seconds:g} s each; errors: {errors}")
     print(f"   {'directory':<16} {'peers':>7} {'delegations/s':>14} {'vs 10 peers':>12}")
-    for kind in ("fleet directory", "HubDirectory"):
+    for kind in ("fleet directory", "HubDirectory", "max_age=1"):
         base = best[kind, sizes[0]]
         for size in sizes:
             got = best[kind, size]
@@ -200,8 +203,9 @@ async def main(args: argparse.Namespace) -> None:
         lambda: loopback([1, 10, 200] if args.quick else [1, 10, 200, 1_000], 10, args.seconds),
         lambda: memory_per_call(10_000 if not args.quick else 2_000, 1_000),
     ]
-    for step in steps:
-        await step()
+    for number, step in enumerate(steps, 1):
+        if args.only in (None, number):
+            await step()
 
 
 if __name__ == "__main__":
@@ -211,4 +215,7 @@ if __name__ == "__main__":
     parser.add_argument("--idle", type=float, default=30.0)
     parser.add_argument("--idle-ttl", type=float, default=3.0)
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    parser.add_argument(
+        "--only", type=int, choices=[1, 2, 3, 4], help="run only this table (default: all)"
+    )
     asyncio.run(main(parser.parse_args()))

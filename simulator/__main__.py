@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import shutil
 import signal
@@ -14,7 +15,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from coreagent_sdk import AgentConfig, RuntimeCache
-from coreagent_sdk.errors import CallPeerError
+from coreagent_sdk._endpoint import shown_url
+from coreagent_sdk._token import read_token
+from coreagent_sdk.errors import CallPeerError, CoreAgentError
 from coreagent_sdk.host import (
     DEFAULT_SESSION_IDLE_TIMEOUT,
     DEFAULT_TTL,
@@ -178,6 +181,7 @@ async def serve(
     prefix: str = "peer-",
     session_rate_limit: SessionRateLimit | None = None,
     session_idle_timeout: float | None = None,
+    token_env: str | None = None,
 ) -> int:
     """A fleet on loopback until SIGINT or SIGTERM; 2 (one line on stderr) if it cannot serve.
 
@@ -185,14 +189,24 @@ async def serve(
     with `join`, they register on that existing hub instead of one of our own.
     ``session_rate_limit`` (a `SessionRateLimit`, None: off) and
     ``session_idle_timeout`` (seconds, None: the daemon's 24 h) make the peers
-    behave as a production daemon's do.
+    behave as a production daemon's do. With `token_env`, the token in that
+    variable is what the peers require from callers and present to the hub, as a
+    daemon's `--attach-token` (`cmd/core-agent/main.go`). A stop signal stops it
+    at any time, also while it is still joining a stalled hub.
     """
     options: dict[str, Any] = {"session_rate_limit": session_rate_limit}
     if session_idle_timeout is not None:
         options["session_idle_timeout"] = session_idle_timeout
-    fleet = Fleet(hub=join, **options)
+    try:
+        token = read_token(token_env, None, "simulator") if token_env else None
+        fleet = Fleet(hub=join, tokens={token: "operator"} if token else None, **options)
+    except (ValueError, CoreAgentError) as exc:  # a bad hub URL, an unset token variable
+        print(str(exc), file=sys.stderr)
+        return 2
     for i in range(1, peers + 1):
-        fleet.add_peer(f"{prefix}{i}", behaviors.echo(), labels={"index": str(i)}, ttl=ttl)
+        fleet.add_peer(
+            f"{prefix}{i}", behaviors.echo(), labels={"index": str(i)}, ttl=ttl, token=token
+        )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     # A blocked signal mask is inherited from whoever started us (seen under a test
@@ -200,8 +214,20 @@ async def serve(
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    # Served as a task, so that a stop signal need not wait for a stalled hub to answer:
+    # it cancels the join, and the fleet deregisters what the hub had registered.
+    serving = loop.create_task(fleet.serve(host=host, port=port))
+    stopping = loop.create_task(stop.wait())
+    await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if not serving.done():
+        serving.cancel()
+        await asyncio.wait({serving})
+        await fleet.aclose()
+        print("simulator: stopped while starting", file=sys.stderr, flush=True)
+        return 0
+    stopping.cancel()
     try:
-        served = await fleet.serve(host=host, port=port)
+        served = serving.result()
     except PortInUseError as exc:
         await fleet.aclose()
         print(
@@ -214,10 +240,11 @@ async def serve(
         await fleet.aclose()
         print(str(exc).replace("serve()", "serve"), file=sys.stderr)
         return 2
-    print(json.dumps({"ready": True, "hub": served.hub_url, "urls": served.urls}), flush=True)
+    hub = shown_url(served.hub_url)  # a password in --join URL is never printed
+    print(json.dumps({"ready": True, "hub": hub, "urls": served.urls}), flush=True)
     where = "joined the hub" if join else "hub"
     print(
-        f"simulator: {where} at {served.hub_url} with {peers} peer(s); Ctrl-C to stop",
+        f"simulator: {where} at {hub} with {peers} peer(s); Ctrl-C to stop",
         file=sys.stderr,
         flush=True,
     )
@@ -293,6 +320,12 @@ def main(argv: list[str] | None = None) -> int:
         help=f"evict sessions idle this long (default {DEFAULT_SESSION_IDLE_TIMEOUT:g}, the "
         "daemon's 24 h; 0 never evicts)",
     )
+    serve_cmd.add_argument(
+        "--token-env",
+        metavar="VAR",
+        help="the environment variable holding the peers' bearer token: callers must present "
+        "it, and the peers register on the --join hub with it (as a daemon's --attach-token)",
+    )
     args = parser.parse_args(argv)
     if args.command == "demo":
         started = time.perf_counter()
@@ -322,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     idle = args.session_idle_timeout
     if idle is not None and not 0 <= idle < float("inf"):
         parser.error(f"--session-idle-timeout must be seconds >= 0 (0 never evicts), got {idle:g}")
-    return asyncio.run(
+    code = asyncio.run(
         serve(
             args.peers,
             args.port,
@@ -332,8 +365,14 @@ def main(argv: list[str] | None = None) -> int:
             args.prefix,
             session_rate_limit=rate_limit,
             session_idle_timeout=idle,
+            token_env=args.token_env,
         )
     )
+    # Everything is closed and deregistered by now. What is left is the interpreter's final
+    # collection of every server and daemon object: about a second for 300 peers on a busy
+    # machine, which a supervisor's stop timeout counts. Frozen objects are not collected.
+    gc.freeze()
+    return code
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import errno
 import functools
+import logging
 import math
 import re
 import socket
@@ -26,7 +27,9 @@ from coreagent_sdk import (
     SystemClock,
     quote_name,
 )
-from coreagent_sdk.errors import LoopBlockedError
+from coreagent_sdk._endpoint import shown_url
+from coreagent_sdk._token import checked_token
+from coreagent_sdk.errors import LoopBlockedError, TransportFailure
 from coreagent_sdk.host import (
     DEFAULT_SESSION_IDLE_TIMEOUT,
     DEFAULT_TTL,
@@ -54,6 +57,7 @@ _SHOWN_NAMES = 20  # names a repr shows (each at most 63 characters: a host labe
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _HUB = "hub"
+_log = logging.getLogger("simulator.fleet")
 
 
 def _call_peer(make_directory: Callable[..., HubDirectory], kwargs: dict[str, Any]) -> CallPeer:
@@ -109,6 +113,7 @@ class _Member:
     ttl: float
     owner: str | None
     heartbeat: bool
+    token: str | None = attrs.field(default=None, repr=False)  # presented to a joined hub
 
 
 class Fleet:
@@ -226,7 +231,7 @@ class Fleet:
         peers = ", ".join(
             shown + ([f"+{len(names) - len(shown)} more"] if names[len(shown) :] else [])
         )
-        return f"Fleet(hub={self.hub_url!r}, peers=[{peers}])"
+        return f"Fleet(hub={shown_url(self.hub_url)!r}, peers=[{peers}])"
 
     @property
     def clock(self) -> Clock:
@@ -313,7 +318,9 @@ class Fleet:
         ``heartbeat=False`` adds one that never heartbeats, whose lease lapses
         after ``ttl`` (for lease experiments). ``token`` is the peer's own
         credential on a protected fleet: its registration is owned by that
-        token's identity. ``session_rate_limit`` overrides the fleet's for this
+        token's identity; on a joined hub the peer registers (and heartbeats)
+        with it, as a daemon does with its attach token, so the hub records
+        that identity as the owner. ``session_rate_limit`` overrides the fleet's for this
         peer (True: the fleet's; None or False: off; or a `SessionRateLimit`).
         """
         if not isinstance(name, str) or not _NAME.match(name) or name == _HUB:
@@ -348,7 +355,13 @@ class Fleet:
             session_idle_timeout=self.session_idle_timeout,
         )
         self._mount(name, daemon)
-        self._members[name] = _Member(dict(labels or {}), ttl, owner, bool(heartbeat))
+        self._members[name] = _Member(
+            dict(labels or {}),
+            ttl,
+            owner,
+            bool(heartbeat),
+            checked_token(token, "token=", "simulator"),
+        )
         self._register(name)
         return daemon
 
@@ -404,9 +417,15 @@ class Fleet:
         return self.registry.expire(name)
 
     def revive(self, name: str) -> None:
-        """Register a fleet peer again (a new registration id), heartbeating if it did before."""
-        self._member(name, "revive")
+        """Register a fleet peer again (a new registration id), heartbeating if it did before.
+
+        On a joined hub it registers there again too, as a restarted daemon does.
+        """
+        member = self._member(name, "revive")
         self._register(name)
+        served = self._served
+        if served is not None and served.membership is not None and name in served.urls:
+            served.membership.add(name, served.urls[name], member.labels, member.ttl, member.token)
 
     def reset(self) -> None:
         """Undo what a test did to a shared fleet: faults healed, leases back, turns stopped.
@@ -429,8 +448,14 @@ class Fleet:
                 self._register(name)
 
     def remove_peer(self, name: str) -> None:
-        """Deregister a fleet peer, stop its daemon (and its socket, if served), forget it."""
+        """Deregister a fleet peer, stop its daemon (and its socket, if served), forget it.
+
+        On a joined hub it stops heartbeating there and is deregistered there (soon after,
+        by the membership's task), as a stopping daemon deregisters.
+        """
         self._member(name, "remove")
+        if self._served is not None and self._served.membership is not None:
+            self._served.membership.leave(name)
         entry = self.registry.lookup(name)
         if entry is not None and entry.endpoint in self._own_endpoints(name):
             self.registry.remove(name)
@@ -731,7 +756,7 @@ class ServedFleet:
         members = self.fleet._members
         try:
             await self.membership.join(
-                (name, url, members[name].labels, members[name].ttl)
+                (name, url, members[name].labels, members[name].ttl, members[name].token)
                 for name, url in self.urls.items()
                 if name in members
             )
@@ -782,7 +807,10 @@ class ServedFleet:
         """Deregister from a joined hub, stop the servers, point the registry back in-process."""
         membership, self.membership = self.membership, None
         if membership is not None:
-            await membership.aclose()
+            try:
+                await membership.aclose()
+            except Exception:  # never leave the servers listening over a hub's odd answer
+                _log.exception("simulator: leaving the joined hub failed")
         await self._network.release()
         for daemon in self.fleet.daemons.values():
             daemon.close_streams()
