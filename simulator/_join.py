@@ -44,8 +44,10 @@ BATCH = 256  # requests written back to back before their answers are read
 TIMEOUT = 10.0  # for one batch: connecting, writing, and reading every answer
 ATTEMPTS = 3  # a registration batch cut off is sent again on a fresh connection
 # Deregistering on the way out is bounded (Go gives it 2 s); leases lapse for the rest.
-# Short, so that a stop signal ends the process within a second even if the hub stalls.
-STOP_SECONDS = 0.5
+STOP_SECONDS = 2.0
+# ...and given up sooner on a hub that stalls: when no answer comes for this long, so that
+# a stop signal ends the process within a second while a hub holds every request.
+STALL_SECONDS = 0.5
 MAX_LINE = 8 * 1024  # of a status or header line
 MAX_HEADERS = 100
 MAX_BODY = 64 * 1024  # a peer record is a few hundred bytes
@@ -109,10 +111,15 @@ class _Pipe:
         self._head = f"Host: {host}\r\nContent-Type: application/json\r\n"
         self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
 
-    async def batch(self, requests: list[Request]) -> list[tuple[int, bytes]]:
-        """(status, body) for each request, in order; JoinError if cut off or malformed."""
+    async def batch(
+        self, requests: list[Request], *, stall: float | None = None
+    ) -> list[tuple[int, bytes]]:
+        """(status, body) for each request, in order; JoinError if cut off or malformed.
+
+        ``stall`` gives up when that many seconds pass without the next answer.
+        """
         try:
-            return await asyncio.wait_for(self._batch(requests), TIMEOUT)
+            return await asyncio.wait_for(self._batch(requests, stall), TIMEOUT)
         except (
             OSError,
             EOFError,
@@ -123,7 +130,7 @@ class _Pipe:
             self.close()
             raise JoinError(
                 f"simulator: the hub at {self.host}:{self.port} did not answer "
-                f"{len(requests)} request(s): {type(exc).__name__}: {exc}"
+                f"{len(requests)} request(s): {type(exc).__name__}: {exc or 'no answer in time'}"
             ) from None
         except BaseException:
             # Cancelled (a stop signal) mid-batch: the connection holds half an exchange,
@@ -131,7 +138,7 @@ class _Pipe:
             self.close()
             raise
 
-    async def _batch(self, requests: list[Request]) -> list[tuple[int, bytes]]:
+    async def _batch(self, requests: list[Request], stall: float | None) -> list[tuple[int, bytes]]:
         if self._streams is None:
             self._streams = await asyncio.open_connection(self.host, self.port, limit=MAX_LINE)
         reader, writer = self._streams
@@ -140,7 +147,7 @@ class _Pipe:
         answers = []
         keep = True
         for _ in requests:
-            status, body, keep_this = await self._answer(reader)
+            status, body, keep_this = await asyncio.wait_for(self._answer(reader), stall)
             answers.append((status, body))
             keep = keep and keep_this
         if not keep:
@@ -247,6 +254,13 @@ class HubMembership:
         """Register every peer, then keep them alive; JoinError if the hub refuses one."""
         leases = [_Lease(n, e, dict(labels), ttl, token) for n, e, labels, ttl, token in peers]
         for start in range(0, len(leases), BATCH):
+            # A long join (a busy hub, thousands of peers) must not let the first leases
+            # lapse before the keeper starts: renew what is due between batches.
+            for _ in range(len(self._leases) // BATCH + 1):  # bounded: each pass renews some
+                due = [x for x in self._leases.values() if x.due <= self._clock.now()]
+                if not due:
+                    break
+                await self._renew(due[:BATCH])
             chunk = leases[start : start + BATCH]
             requests = [self._registration(x) for x in chunk]
             for attempt in range(1, ATTEMPTS + 1):
@@ -402,7 +416,10 @@ class HubMembership:
                 self._failed(lease)
 
     async def aclose(self, *, deregister: bool = True) -> None:
-        """Stop heartbeating; deregister every peer (within `stop_seconds`) unless told not to.
+        """Stop heartbeating; deregister every peer unless told not to.
+
+        Deregistering takes at most `stop_seconds`, and is given up once the hub leaves a
+        request unanswered for `STALL_SECONDS`: the leases it did not remove lapse.
 
         Never raises: whatever the hub answers (or fails to), the caller's cleanup goes on.
         """
@@ -435,6 +452,7 @@ class HubMembership:
         for start in range(0, len(gone), BATCH):
             chunk = gone[start : start + BATCH]
             answers = await self._pipe.batch(
-                [("DELETE", f"/peers/{quote(rid, safe='')}", b"", token) for rid, token in chunk]
+                [("DELETE", f"/peers/{quote(rid, safe='')}", b"", token) for rid, token in chunk],
+                stall=STALL_SECONDS,
             )
             self.deregistrations += sum(1 for status, _ in answers if status < 400)

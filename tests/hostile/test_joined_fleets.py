@@ -220,10 +220,12 @@ async def beat_times(random: Callable[[], float], seconds: float) -> list[float]
     hub = ScriptedHub(clock, down)
     async with RawServer(hub) as server:
         membership = HubMembership(server.url, clock=clock, random=random)
-        await membership.join([("p", "http://127.0.0.1:9", {}, 60, None)])
-        await settle(clock)
-        await run_for(clock, seconds)
-        await membership.aclose(deregister=False)
+        try:
+            await membership.join([("p", "http://127.0.0.1:9", {}, 60, None)])
+            await settle(clock)
+            await run_for(clock, seconds)
+        finally:
+            await membership.aclose(deregister=False)
     return [t - clock.now() + seconds for t, m, target, _ in hub.seen if "heartbeat" in target]
 
 
@@ -254,10 +256,13 @@ async def test_peers_failing_together_spread_their_retries_and_never_beat_under_
     draws = iter([i / 50 for i in range(50)] * 100)  # bounded, spread evenly over [0, 1)
     async with RawServer(hub) as server:
         membership = HubMembership(server.url, clock=clock, random=lambda: next(draws))
-        await membership.join([(f"p{i}", "http://127.0.0.1:9", {}, 12, None) for i in range(50)])
-        await settle(clock)
-        await run_for(clock, 32)  # the first beats at 4 s (a third of 12), then 28 s of retries
-        await membership.aclose(deregister=False)
+        peers = [(f"p{i}", "http://127.0.0.1:9", {}, 12.0, None) for i in range(50)]
+        try:
+            await membership.join(peers)
+            await settle(clock)
+            await run_for(clock, 32)  # the first beats at 4 s (a third of 12), then 28 s of retries
+        finally:
+            await membership.aclose(deregister=False)
     beats = hub.count("POST", "/heartbeat")
     # A flat 1 s retry sends 50 a second: about 1,400 in the 28 s after the first beats.
     # Backing off (1-2 s, then 2-4 s up to the 4 s interval) sends 7.5 to 14.5 per peer.
@@ -420,3 +425,24 @@ async def test_a_stop_signal_while_joining_a_stalled_hub_stops_within_a_second_d
     assert {h.get("authorization") for h in hub.headers} == {f"Bearer {CANARY}"}
     assert {h["host"] for h in hub.headers} == {f"127.0.0.1:{server.port}"}
     assert CANARY not in err
+
+
+async def test_a_slow_join_renews_the_first_leases_before_registering_the_rest() -> None:
+    clock = FakeClock()
+
+    def slow(method: str, target: str, headers: dict[str, str], body: bytes) -> bytes:
+        clock.advance(0.01)  # each registration takes the busy hub 10 ms: 2.6 s a batch
+        return plain(method, target, headers, body)
+
+    hub = ScriptedHub(clock, slow)
+    async with RawServer(hub) as server:
+        membership = HubMembership(server.url, clock=clock)
+        peers = [(f"p{i}", "http://127.0.0.1:9", {}, 3.0, None) for i in range(600)]
+        try:
+            await membership.join(peers)  # 3 s leases: the first lapse before the last register
+        finally:
+            await membership.aclose(deregister=False)
+    kinds = ["beat" if t.endswith("/heartbeat") else m for _, m, t, _ in hub.seen]
+    last_registration = max(i for i, k in enumerate(kinds) if k == "POST")
+    assert "beat" in kinds[:last_registration], "no lease was renewed during the join"
+    assert membership.registrations == 600
