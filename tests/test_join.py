@@ -155,7 +155,7 @@ async def test_two_processes_of_a_thousand_peers_join_one_hub_and_a_stopped_one_
     try:
         hub_url = hub.ready()["hub"]
         kept = Process("--join", hub_url, "--peers", "1000", "--prefix", "a-", "--ttl", "60")
-        brief = Process("--join", hub_url, "--peers", "1000", "--prefix", "b-", "--ttl", "10")
+        brief = Process("--join", hub_url, "--peers", "1000", "--prefix", "b-", "--ttl", "20")
         processes += [kept, brief]
         started = time.monotonic()
         kept.ready()
@@ -184,10 +184,10 @@ async def test_two_processes_of_a_thousand_peers_join_one_hub_and_a_stopped_one_
                 assert answer.response == f"hello {name}"
             brief.proc.send_signal(signal.SIGSTOP)  # stopped: no heartbeat, no goodbye
             stopped = time.monotonic()
-            # 10 s leases (1,000 heartbeats every 3.3 s until the stop: 5 s leases made the
-            # hub lag under a load average of 12, and leases lapse while it lags), and the hub
-            # sweeps lapsed leases every 5 s: gone within about 15 s.
-            assert await until({"a-": 1000, "b-": 0}, 30) == {"a-": 1000, "b-": 0}
+            # 20 s leases (1,000 heartbeats every 6.7 s until the stop: with 5 s leases the
+            # hub lagged under the full suite on 2 shared cores, and leases lapse while it
+            # lags), and the hub sweeps lapsed leases every 5 s: gone within about 25 s.
+            assert await until({"a-": 1000, "b-": 0}, 45) == {"a-": 1000, "b-": 0}
             print(f"lapsed in {time.monotonic() - stopped:.1f} s")
             with pytest.raises(UnknownPeerError):
                 await tool.acall(peer="b-923", prompt="still there?")
