@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 
 import pytest
 
@@ -63,9 +62,8 @@ async def test_after_one_stalled_lookup_timed_out_the_next_one_asks_the_recovere
         directory = HubDirectory(server.url, timeout=0.3)
         with pytest.raises(DirectoryError, match="did not answer"):
             await directory.peers()
-        started = time.perf_counter()
+        # Riding on the stalled request would raise DirectoryError again, 0.3 s from now.
         assert [p.name for p in await directory.peers()] == ["a"]
-        assert time.perf_counter() - started < 0.3, "the second lookup waited on the stalled one"
         assert hub.requests == 2
         # The stalled request was given up: its socket closed, not left hanging.
         await asyncio.wait_for(hub.stalled_socket_closed.wait(), 2)
