@@ -15,14 +15,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from coreagent_sdk import AgentConfig, RuntimeCache
-from coreagent_sdk._endpoint import shown_url
-from coreagent_sdk._token import read_token
 from coreagent_sdk.errors import CallPeerError, CoreAgentError
 from coreagent_sdk.host import (
     DEFAULT_SESSION_IDLE_TIMEOUT,
     DEFAULT_TTL,
     MAX_TTL,
     SessionRateLimit,
+    read_token,
+    shown_url,
 )
 
 from . import behaviors

@@ -27,8 +27,6 @@ from coreagent_sdk import (
     SystemClock,
     quote_name,
 )
-from coreagent_sdk._endpoint import shown_url
-from coreagent_sdk._token import checked_token
 from coreagent_sdk.errors import LoopBlockedError, TransportFailure
 from coreagent_sdk.host import (
     DEFAULT_SESSION_IDLE_TIMEOUT,
@@ -39,7 +37,9 @@ from coreagent_sdk.host import (
     PeerRegistry,
     SessionRateLimit,
     checked_base_url,
+    checked_token,
     http_transport,
+    shown_url,
 )
 from coreagent_sdk.host import AgentHost as Daemon
 from coreagent_sdk.jupyter import is_waiting

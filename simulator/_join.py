@@ -34,8 +34,7 @@ from urllib.parse import quote, urlsplit
 import attrs
 
 from coreagent_sdk import Clock
-from coreagent_sdk._endpoint import shown_url
-from coreagent_sdk._scrub import scrub, server_text
+from coreagent_sdk.host import server_text, shown_url
 
 __all__ = ["HubMembership", "JoinError"]
 
@@ -59,10 +58,6 @@ Request = tuple[str, str, bytes, str | None]  # method, path, body, bearer token
 
 class JoinError(RuntimeError):
     """The joined hub refused a registration, or could not be reached."""
-
-    def __init__(self, message: str) -> None:
-        # Whatever the hub echoed (a token in a 401 body) is scrubbed here, once.
-        super().__init__(scrub(message))
 
 
 @attrs.define
@@ -128,9 +123,11 @@ class _Pipe:
             asyncio.LimitOverrunError,  # a line past MAX_LINE (not a ValueError)
         ) as exc:
             self.close()
+            # The exception may quote what the hub sent (a status line): scrubbed, then cut.
+            detail = server_text(str(exc) or "no answer in time", 300)[0]
             raise JoinError(
                 f"simulator: the hub at {self.host}:{self.port} did not answer "
-                f"{len(requests)} request(s): {type(exc).__name__}: {exc or 'no answer in time'}"
+                f"{len(requests)} request(s): {type(exc).__name__}: {detail}"
             ) from None
         except BaseException:
             # Cancelled (a stop signal) mid-batch: the connection holds half an exchange,
@@ -444,7 +441,7 @@ class HubMembership:
                     "join: deregistering %d peer(s) from %s failed (their leases lapse): %s",
                     len(gone),
                     shown_url(self.hub_url),
-                    scrub(f"{type(exc).__name__}: {exc}"),
+                    server_text(f"{type(exc).__name__}: {exc}", 500)[0],
                 )
         self._pipe.close()
 

@@ -107,8 +107,12 @@ HOST = {
     "StreamHook",
     "Turn",
     "checked_base_url",
+    "checked_token",
     "fleet_html",
     "http_transport",
+    "read_token",
+    "server_text",
+    "shown_url",
 }
 
 

@@ -26,6 +26,9 @@ except ImportError as exc:  # pragma: no cover - depends on the install
     ) from exc
 
 from .._display import fleet_html
+from .._endpoint import shown_url
+from .._scrub import server_text
+from .._token import checked_token, read_token
 from ._agents import Agent, Turn
 from ._daemon import (
     DEFAULT_SESSION_IDLE_TIMEOUT,
@@ -58,6 +61,10 @@ __all__ = [
     "StreamHook",
     "Turn",
     "checked_base_url",
+    "checked_token",
     "fleet_html",
     "http_transport",
+    "read_token",
+    "server_text",
+    "shown_url",
 ]
