@@ -445,7 +445,7 @@ class Fleet:
         for name in self._members:
             entry = self.registry.lookup(name)
             if entry is None or entry.endpoint not in self._own_endpoints(name):
-                self._register(name)
+                self.revive(name)  # on a joined hub too
 
     def remove_peer(self, name: str) -> None:
         """Deregister a fleet peer, stop its daemon (and its socket, if served), forget it.
