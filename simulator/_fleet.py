@@ -27,7 +27,7 @@ from coreagent_sdk import (
     SystemClock,
     quote_name,
 )
-from coreagent_sdk.errors import LoopBlockedError, TransportFailure
+from coreagent_sdk.errors import LoopBlockedError
 from coreagent_sdk.host import (
     DEFAULT_SESSION_IDLE_TIMEOUT,
     DEFAULT_TTL,
