@@ -284,9 +284,6 @@ def test_a_converted_notebook_shows_a_views_html_and_loads_no_widget_manager(
     assert "import(" not in page  # the mermaid loader's dynamic import
 
 
-GAPS = ROOT / "tests" / "docstring_gaps.txt"
-
-
 def _undocumented_members() -> set[str]:
     """Public names, and their classes' public members, with no text in the reference."""
     import griffe
@@ -314,14 +311,11 @@ def _undocumented_members() -> set[str]:
     return undocumented
 
 
-def test_every_public_member_has_a_description_and_the_known_gaps_only_shrink() -> None:
+def test_every_public_member_has_a_description() -> None:
     # Members documented in a class's `Attributes:` section count (the reference shows
-    # that text under each one). tests/docstring_gaps.txt lists the members still without
-    # text when this test came in; it may only shrink.
-    known = set(GAPS.read_text().split())
+    # that text under each one).
     undocumented = _undocumented_members()
-    assert sorted(undocumented - known) == [], "document these (a docstring, or Attributes:)"
-    assert sorted(known - undocumented) == [], f"documented now: remove them from {GAPS.name}"
+    assert sorted(undocumented) == [], "document these (a docstring, or Attributes:)"
 
 
 def test_the_documented_nbconvert_options_show_a_views_html_instead_of_an_empty_box(

@@ -66,11 +66,16 @@ __all__ = [
 ]
 
 MAX_INJECT_BYTES = 8 * 1024
+"""The largest inject body the host reads; a larger one is answered 400."""
 MAX_REGISTER_BYTES = 16 * 1024
+"""The largest `POST /peers` body a hub reads; a larger one is answered 400."""
 MAX_CREATE_BYTES = 8 * 1024  # the daemon's operatorPostMaxBytes, which caps POST /sessions
 REPLAY_WINDOW = 5_000  # the daemon's maxReplayEvents: newest events a session keeps
+"""The newest events a session keeps and replays (the daemon's maxReplayEvents)."""
 DEFAULT_SESSION_IDLE_TIMEOUT = 24 * 3600.0  # the daemon's session_idle_timeout
+"""Seconds a session may sit idle before eviction, the daemon's default (24 h)."""
 STARTUP_SESSION = "default"  # the session a daemon starts with; it cannot be deleted
+"""The session every daemon starts with; it is never evicted or deleted."""
 SUBSCRIBER_QUEUE_LIMIT = 10_000  # a consumer this far behind is dropped, as a daemon would
 _VERSION_HEADER = "x-attach-protocol-version"
 _EVENT_TYPES = (
@@ -528,6 +533,27 @@ class AgentHost:
     re-raises it in the test.
 
     Attributes:
+        name: The agent's name: its card's name, and a simulated fleet's peer name.
+        behavior: The agent: an async function of a `Turn` (echo() when none is given).
+        multi_session: False answers 501 to `POST /sessions`, as a daemon without a
+            session factory.
+        tokens: Bearer tokens to identities, or None for an open daemon.
+        registry: The hub's `PeerRegistry` when this host is a hub, else None.
+        clock: The clock of leases, rate limits and idle eviction.
+        app_name: The app every session belongs to (`/sessions/{app}/{sid}`).
+        model: The model name the capabilities and status frames report.
+        provider: The provider name the capabilities frame reports.
+        session_idle_timeout: Seconds a session may sit idle before it is evicted
+            (0: never).
+        refuse_foreign_reregistration: True makes the hub answer 403 to a registration
+            of a name another identity owns.
+        rate_limiter: The `POST /sessions` rate limiter, or None when it is off.
+        sessions: The sessions in memory, by session id (`default` always among them).
+        app: The ASGI app to serve (the attach routes behind the host's guard and
+            any `middleware`).
+        stream_hook: Sees every event stream's frames (the simulator's faults), or None.
+        on_agent_error: Called with an exception an agent raised, after its turn-error
+            is sent, or None.
         description: The agent card's description ("" serves no card).
         skills: The card's skills of this host's agent, name to description.
         register_to: The hub `serve()` joins, or None.
@@ -822,6 +848,7 @@ class AgentHost:
         self._next_sweep = min(self._next_sweep, when + self.session_idle_timeout)
 
     def capabilities_frame(self, request: Request) -> bytes:
+        """The `capabilities` frame an event stream opens with, as this caller sees it."""
         who = self.identify(request)
         host = request.headers.get("host", f"{self.name}.sim")
         payload: dict[str, Any] = {
@@ -853,6 +880,7 @@ class AgentHost:
         return encode_sse("capabilities", payload)
 
     def status_frame(self, session: _Session) -> bytes:
+        """The boot `status-update` frame of a session: the model and its turn state."""
         # The daemon's boot snapshot carries the model and the turn state only.
         state = "streaming" if session.busy else "idle"
         return encode_sse("status-update", {"model": self.model, "turn_state": state})

@@ -57,7 +57,21 @@ class RegistryError(ValueError):
 
 @attrs.define
 class _Entry:
-    """One peer's registration on a hub: its name, endpoint, labels, lease and owner."""
+    """One peer's registration on a hub: its name, endpoint, labels, lease and owner.
+
+    Attributes:
+        registration_id: The id the hub gave the registration (heartbeats and
+            deregistration name it).
+        name: The peer's name, as callers ask for it.
+        endpoint: The base URL callers dial.
+        labels: The peer's labels (`GET /peers?label=k=v` filters on them).
+        ttl: The lease in seconds.
+        owner: The identity that registered the peer, or None when anonymous.
+        registered_at: When the peer registered, on the registry's clock.
+        last_heartbeat: When the lease was last renewed, on the registry's clock.
+        lease_expires: When the lease lapses unless renewed, on the registry's clock.
+        kept: True when its (simulated) daemon keeps the lease alive.
+    """
 
     registration_id: str
     name: str
@@ -82,6 +96,7 @@ class _Entry:
             self.lease_expires = self.last_heartbeat + self.ttl
 
     def record(self, *, redact: bool) -> dict[str, Any]:
+        """The registration as `GET /peers` lists it; `redact` drops what others may not see."""
         # Redacted means absent, as the daemon's omitempty leaves it (not "").
         out: dict[str, Any] = {} if redact else {"registration_id": self.registration_id}
         out["name"] = self.name
