@@ -843,25 +843,32 @@ class CallPeer:
             )
         return PeerRequestError(f"{who} could not be reached on {step}: {exc}")
 
-    async def _ask(
-        self, call: _Call, target: Peer, prompt: str, token: str | None
-    ) -> CallPeerResult:
+    def _client_for(self, peer: str, target: Peer, token: str | None, cap: int) -> AttachClient:
+        """A client for `target`, refused before anything is sent if its host is not allowed.
+
+        Shared by a call and `read_answer`, so both dial under the same host check.
+        """
         hosts = self.allowed_hosts
         if hosts is not None and not hosts.allows(target.endpoint):
             raise InvalidEndpointError(
-                f"{self.name}: peer {_q(call.peer)} is at host "
+                f"{self.name}: peer {_q(peer)} is at host "
                 f"{hosts.host_of(target.endpoint)!r}, which is not in allowed_hosts "
                 f"({', '.join(hosts.patterns) or 'empty'}); nothing was sent. Add the host "
                 "to allowed_hosts if it is trusted"
             )
-        bound = _event_bound(self.max_response_bytes)
-        client = AttachClient(
+        bound = _event_bound(cap)
+        return AttachClient(
             target.endpoint,
             http_client=self._http.get(),
             token=token,
             max_event_bytes=bound,
             max_line_bytes=bound,
         )
+
+    async def _ask(
+        self, call: _Call, target: Peer, prompt: str, token: str | None
+    ) -> CallPeerResult:
+        client = self._client_for(call.peer, target, token, self.max_response_bytes)
         step = "POST /sessions"
         try:
             session = await waiting_out_rate_limits(

@@ -25,7 +25,6 @@ import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from ._client import AttachClient
 from ._deadline import governed, within
 from ._directory import read_token
 from ._oversized import OversizedFrame
@@ -34,7 +33,6 @@ from .errors import (
     CallPeerError,
     CoreAgentError,
     InvalidArgumentError,
-    InvalidEndpointError,
     PeerRequestError,
     PeerTimeoutError,
     ProtocolError,
@@ -113,7 +111,7 @@ async def read_answer(
     tool: CallPeer, result: CallPeerResult, max_response_bytes: int, timeout: float | None
 ) -> CallPeerResult:
     """See `CallPeer.read_answer`."""
-    from ._call_peer import CallPeerResult, _Call, _event_bound
+    from ._call_peer import CallPeerResult, _Call
 
     cap, seconds = _checked(tool, result, max_response_bytes, timeout)
     call = _Call(result.peer)
@@ -123,21 +121,7 @@ async def read_answer(
 
     async def read() -> tuple[str, str, bool]:
         target = await tool._resolve(result.peer)
-        hosts = tool.allowed_hosts
-        if hosts is not None and not hosts.allows(target.endpoint):
-            raise InvalidEndpointError(
-                f"{tool.name}: peer {_q(result.peer)} is at host "
-                f"{hosts.host_of(target.endpoint)!r}, which is not in allowed_hosts; nothing "
-                "was sent"
-            )
-        bound = _event_bound(cap)
-        client = AttachClient(
-            target.endpoint,
-            http_client=tool._http.get(),
-            token=token,
-            max_event_bytes=bound,
-            max_line_bytes=bound,
-        )
+        client = tool._client_for(result.peer, target, token, cap)
         step = "GET events"
         try:
             path = f"/sessions/{result.session_id}"
