@@ -8,6 +8,7 @@ import pathlib
 import coreagent_sdk
 import coreagent_sdk.errors
 import coreagent_sdk.host
+import coreagent_sdk.models
 import simulator
 import simulator.behaviors
 
@@ -114,6 +115,24 @@ HOST = {
     "server_text",
     "shown_url",
 }
+
+
+MODELS = {
+    "ROLES",
+    "Message",
+    "Model",
+    "ModelError",
+    "ModelReply",
+    "ToolCall",
+    "ToolSpec",
+    "Usage",
+}
+
+
+def test_the_models_package_exports_exactly_the_pinned_names() -> None:
+    assert set(coreagent_sdk.models.__all__) == MODELS
+    for name in MODELS:
+        assert hasattr(coreagent_sdk.models, name), name
 
 
 def test_the_host_exports_exactly_the_pinned_names() -> None:
