@@ -126,7 +126,8 @@ async def serve_bare(app: BareApp) -> tuple[str, Any]:
 
     import uvicorn
 
-    sock = socket.socket()
+    # A TCP listener, as the host's: asyncio sets TCP_NODELAY on what it accepts only then.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     sock.listen(2048)
     config = uvicorn.Config(app, lifespan="off", log_level="warning")
@@ -143,8 +144,13 @@ async def echo(turn: Turn) -> None:
     await turn.say(turn.prompt)
 
 
-async def per_call(tool: CallPeer, peer: str, calls: int, in_flight: int) -> float:
-    """Seconds per call, `calls` calls with at most `in_flight` at once."""
+async def per_call(tool: CallPeer, peer: str, calls: int, in_flight: int) -> tuple[float, float]:
+    """Seconds per call, wall and this process's CPU, `calls` calls, at most `in_flight` at once.
+
+    Client and server share the process, so CPU per call is both sides' work; the client's is
+    the same against either server, and CPU time is less at the mercy of a shared machine's
+    other load than wall time is.
+    """
     gate = asyncio.Semaphore(in_flight)
 
     async def one() -> None:
@@ -152,9 +158,9 @@ async def per_call(tool: CallPeer, peer: str, calls: int, in_flight: int) -> flo
             result = await tool.acall(peer=peer, prompt=PROMPT)
             assert result.response == PROMPT, result.response
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(one() for _ in range(calls)))
-    return (time.perf_counter() - started) / calls
+    return (time.perf_counter() - started) / calls, (time.process_time() - cpu) / calls
 
 
 async def main(calls: int, rounds: int) -> None:
@@ -167,7 +173,10 @@ async def main(calls: int, rounds: int) -> None:
     bare_url, (bare_server, bare_task) = await serve_bare(BareApp())
     directory = StaticDirectory([Peer("host", host_url), Peer("bare", bare_url)])
     print(f"{calls} calls a round, {rounds} rounds, fastest round of each side")
-    print(f"{'in flight':>9}  {'bare ms/call':>12}  {'host ms/call':>12}  {'host/bare':>9}")
+    print(
+        f"{'in flight':>9}  {'bare ms/call':>12}  {'host ms/call':>12}  {'host/bare':>9}"
+        f"  {'bare CPU ms':>11}  {'host CPU ms':>11}  {'CPU ratio':>9}"
+    )
     async with CallPeer(directory, timeout=120) as tool:
         for in_flight in (1, 200):
             n = calls if in_flight > 1 else max(20, calls // 5)
@@ -175,8 +184,12 @@ async def main(calls: int, rounds: int) -> None:
             for _ in range(rounds):
                 bare.append(await per_call(tool, "bare", n, in_flight))
                 hosted.append(await per_call(tool, "host", n, in_flight))
-            b, h = min(bare) * 1000, min(hosted) * 1000
-            print(f"{in_flight:>9}  {b:>12.2f}  {h:>12.2f}  {h / b:>8.2f}x")
+            b, h = min(w for w, _ in bare) * 1000, min(w for w, _ in hosted) * 1000
+            bc, hc = min(c for _, c in bare) * 1000, min(c for _, c in hosted) * 1000
+            print(
+                f"{in_flight:>9}  {b:>12.2f}  {h:>12.2f}  {h / b:>8.2f}x"
+                f"  {bc:>11.2f}  {hc:>11.2f}  {hc / bc:>8.2f}x"
+            )
     host.stop()
     await serving
     bare_server.should_exit = True

@@ -57,7 +57,10 @@ def _server_class() -> type:
 
 def _listen(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP matters: asyncio turns Nagle off (TCP_NODELAY) only on accepted sockets
+    # whose listener says it is TCP; with Nagle on, each small SSE frame after the first
+    # waits out the client's delayed ACK (~40 ms a turn, and a queue behind it under load).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
