@@ -101,6 +101,8 @@ HOST = {
     "STARTUP_SESSION",
     "Agent",
     "AgentHost",
+    "MultiAgentHost",
+    "RuntimeBuildError",
     "Identity",
     "PeerRegistry",
     "RegistryEntry",

@@ -30,6 +30,7 @@ from .._endpoint import shown_url
 from .._scrub import server_text
 from .._token import checked_token, read_token
 from ._agents import Agent, Turn
+from ._agents_host import MultiAgentHost
 from ._daemon import (
     DEFAULT_SESSION_IDLE_TIMEOUT,
     MAX_INJECT_BYTES,
@@ -41,6 +42,7 @@ from ._daemon import (
 )
 from ._http import checked_base_url, http_transport
 from ._ratelimit import SessionRateLimit
+from ._runtimes import RuntimeBuildError
 from ._registry import DEFAULT_TTL, MAX_TTL, Identity, PeerRegistry
 from ._registry import _Entry as RegistryEntry
 
@@ -55,8 +57,10 @@ __all__ = [
     "Agent",
     "AgentHost",
     "Identity",
+    "MultiAgentHost",
     "PeerRegistry",
     "RegistryEntry",
+    "RuntimeBuildError",
     "SessionRateLimit",
     "StreamHook",
     "Turn",

@@ -76,6 +76,9 @@ class Turn:
         invocation_id: The invocation id its events carry.
         messages: The queued messages the turn drained, one per entry.
         tokens_out: Output tokens counted so far (what `turn-complete` reports).
+        runtime: The agent's runtime (what its host's `RuntimeCache` built from its
+            persona, skills and secrets), leased for this turn; None when the host has
+            no runtimes.
     """
 
     def __init__(
@@ -95,6 +98,7 @@ class Turn:
         self.invocation_id = invocation_id
         self.messages = tuple(messages) if messages else (prompt,)
         self.tokens_out = 0
+        self.runtime: Any = None
 
     @property
     def session_id(self) -> str:

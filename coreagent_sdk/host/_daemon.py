@@ -54,6 +54,7 @@ from ._gowire import (
 from ._gowire import sse as encode_sse
 from ._ratelimit import SessionRateLimit, SessionRateLimiter
 from ._registry import ANONYMOUS, Identity, PeerRegistry, RegistryError, rfc3339
+from ._runtimes import Runtimes, run_turn
 
 __all__ = [
     "DEFAULT_SESSION_IDLE_TIMEOUT",
@@ -250,7 +251,7 @@ class _Session:
                 self.trace_context,
                 {"gen_ai.conversation.id": self.session_id, "coreagent.prompt_id": turn.prompt_id},
             ):
-                await self.daemon.behavior(turn)
+                await run_turn(self.daemon, turn)
         except (TurnFailed, TurnAbandoned):
             return None
         except Exception as exc:  # a behaviour bug is the peer's turn error, as on a daemon
@@ -569,7 +570,10 @@ class AgentHost:
     called with an exception the agent raised (not `Turn.error`), once its
     turn-error (kind "unknown") is sent: the caller never sees the traceback,
     so a host logs it there, and the simulator's ``raise_behavior_errors``
-    re-raises it in the test.
+    re-raises it in the test. ``runtimes`` (a `RuntimeCache`) gives each turn
+    the agent's runtime as `turn.runtime`, built on first use under
+    ``agent_id`` (default: ``name``) and leased for the turn, so the cache
+    never closes it mid-turn; `MultiAgentHost` serves many agents this way.
 
     Attributes:
         name: The agent's name: its card's name, and a simulated fleet's peer name.
@@ -602,6 +606,9 @@ class AgentHost:
         directory: Where `turn.call_peer` looks peers up (the joined hub by default).
         peer_transport: The transport of the host's own calls (None: the network).
         draining: True while a stopping host refuses new work (503).
+        runtimes: The `RuntimeCache` each turn leases this agent's runtime from
+            (`turn.runtime`), or None: turns get no runtime.
+        agent_id: The agent's id in `runtimes` (its name unless given).
     """
 
     def __init__(
@@ -630,6 +637,8 @@ class AgentHost:
         stream_hook: StreamHook | None = None,
         middleware: Callable[[ASGIApp], ASGIApp] | None = None,
         on_agent_error: Callable[[Exception], None] | None = None,
+        runtimes: Runtimes | None = None,
+        agent_id: str | None = None,
     ) -> None:
         if (
             isinstance(session_idle_timeout, bool)
@@ -649,6 +658,8 @@ class AgentHost:
             )
         self.name = name
         self.behavior: Agent = behavior if behavior is not None else echo()
+        self.runtimes = runtimes
+        self.agent_id = agent_id if agent_id is not None else name
         self.multi_session = multi_session
         self.tokens = dict(tokens) if tokens is not None else None
         self.registry = registry

@@ -1,0 +1,177 @@
+"""Every agent of a multi-agent host registered with one hub, by one task.
+
+A daemon registers itself; a host of many agents registers each of them under
+its own name and its own endpoint, as that many daemons would, but it keeps
+them with one task and one connection pool: a host of 10,000 agents does not
+run 10,000 heartbeat loops. The invariant: while the host serves, each agent
+holds a lease renewed at a third of what the hub granted (never faster than
+once a second); an agent the hub forgot (404) registers again at once; any
+other failure is retried after 1, 2, 4 ... seconds up to the interval; on the
+way out every agent is deregistered within one bounded wait. No answer,
+however odd, ends the task or raises into the host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+import attrs
+import httpx
+
+from .._client import AttachClient
+from .._clock import Clock, SystemClock
+from .._directory import read_token
+from .._scrub import scrub
+from .._wire import PeerRecord
+from ..errors import CoreAgentError, NotFoundError, RegistrationError
+
+__all__ = ["HostRegistrations"]
+
+MIN_INTERVAL = 1.0  # protocol.md: heartbeats never faster than once a second
+CONCURRENCY = 32  # requests to the hub in flight at once, whatever the number of agents
+
+_log = logging.getLogger("coreagent_sdk.host.joining")
+
+
+@attrs.define
+class _Lease:
+    name: str
+    endpoint: str
+    labels: Mapping[str, str]
+    record: PeerRecord | None = None
+    due: float = 0.0
+    failures: int = 0
+
+
+def _granted(record: PeerRecord, fallback: float) -> float:
+    # The lease the hub granted (expiry minus last beat, both its clock); garbage means ours.
+    try:
+        expires = datetime.fromisoformat(record.lease_expires_at.replace("Z", "+00:00"))
+        beat = datetime.fromisoformat(record.last_heartbeat.replace("Z", "+00:00"))
+        seconds = (expires - beat).total_seconds()
+    except (ValueError, TypeError, OverflowError):
+        return fallback
+    return seconds if 0 < seconds < float("inf") else fallback
+
+
+def _described(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, CoreAgentError) else scrub(f"{type(exc).__name__}: {exc}")
+
+
+class HostRegistrations:
+    """Register `agents` (name, endpoint, labels) on the hub; keep them; deregister on close."""
+
+    def __init__(
+        self,
+        hub_url: str,
+        agents: Sequence[tuple[str, str, Mapping[str, str]]],
+        *,
+        ttl: float = 60,
+        token_env: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout: float = 2.0,
+        clock: Clock | None = None,
+    ) -> None:
+        self.hub_url = hub_url
+        self.ttl = ttl
+        self.timeout = timeout
+        self.leases = [_Lease(name, endpoint, labels) for name, endpoint, labels in agents]
+        self._token_env = token_env
+        self._transport = transport
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._client: AttachClient | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._gate = asyncio.Semaphore(CONCURRENCY)
+        self.heartbeats = 0
+        self.registrations = 0
+
+    def _interval(self, lease: _Lease) -> float:
+        granted = self.ttl if lease.record is None else _granted(lease.record, self.ttl)
+        return max(MIN_INTERVAL, granted / 3)
+
+    async def _register(self, lease: _Lease) -> None:
+        assert self._client is not None
+        async with self._gate:
+            lease.record = await self._client.register_peer(
+                lease.name, lease.endpoint, lease.labels, self.ttl
+            )
+        self.registrations += 1
+
+    async def start(self) -> None:
+        """Register every agent; `RegistrationError` (all registered ones left) if one fails."""
+        token = read_token(self._token_env, None, "host")
+        self._client = AttachClient(
+            self.hub_url, transport=self._transport, token=token, timeout=self.timeout
+        )
+        results = await asyncio.gather(
+            *(self._register(lease) for lease in self.leases), return_exceptions=True
+        )
+        for lease, result in zip(self.leases, results, strict=True):
+            if isinstance(result, BaseException):
+                await self.aclose()
+                raise RegistrationError(
+                    f"host: could not register agent {lease.name!r} on the hub: "
+                    f"{_described(result)}; check register_to= and the host's token"
+                ) from result
+        now = self._clock.now()
+        for lease in self.leases:
+            lease.due = now + self._interval(lease)
+        self._task = asyncio.get_running_loop().create_task(self._keep())
+
+    async def _renew(self, lease: _Lease) -> None:
+        assert self._client is not None
+        try:
+            if lease.record is None or not lease.record.registration_id:
+                await self._register(lease)
+            else:
+                try:
+                    async with self._gate:
+                        lease.record = await self._client.heartbeat(lease.record.registration_id)
+                    self.heartbeats += 1
+                except NotFoundError:
+                    # The hub forgot it (restart, prune): register again now.
+                    await self._register(lease)
+            lease.failures = 0
+            lease.due = self._clock.now() + self._interval(lease)
+        except Exception as exc:
+            lease.failures += 1
+            wait = min(self._interval(lease), MIN_INTERVAL * 2.0 ** min(lease.failures - 1, 30))
+            lease.due = self._clock.now() + wait
+            _log.warning("host: renewing agent %r failed: %s", lease.name, _described(exc))
+
+    async def _keep(self) -> None:
+        while True:
+            now = self._clock.now()
+            due = [lease for lease in self.leases if lease.due <= now]
+            if due:
+                await asyncio.gather(*(self._renew(lease) for lease in due))
+                continue
+            await self._clock.sleep(min(lease.due for lease in self.leases) - now)
+
+    async def aclose(self) -> None:
+        """Stop renewing; deregister every registered agent, within one `timeout` in all."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        client, self._client = self._client, None
+        if client is None:
+            return
+        held = [lease for lease in self.leases if lease.record is not None]
+
+        async def leave(lease: _Lease) -> None:
+            assert lease.record is not None
+            async with self._gate:
+                await client.deregister(lease.record.registration_id)
+            lease.record = None
+
+        try:
+            gone = asyncio.gather(*(leave(lease) for lease in held), return_exceptions=True)
+            await asyncio.wait_for(gone, self.timeout)
+        except asyncio.TimeoutError:
+            _log.warning("host: the hub did not take every deregistration in time; leases lapse")
+        finally:
+            await client.aclose()

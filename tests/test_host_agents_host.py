@@ -1,0 +1,291 @@
+"""A host of many agents: each on the wire as one daemon, runtimes from one shared cache."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import httpx
+import pytest
+
+from coreagent_sdk import (
+    AgentBuilder,
+    AgentConfig,
+    ASGITransport,
+    AttachClient,
+    BuilderConfig,
+    CallPeer,
+    HubDirectory,
+    Peer,
+    RoutingTransport,
+    RuntimeCache,
+    RuntimeSpec,
+    StaticDirectory,
+)
+from coreagent_sdk.host import AgentHost, MultiAgentHost, PeerRegistry, Turn
+
+
+class Loader:
+    """Every agent id is an agent; its persona names it."""
+
+    def __init__(self) -> None:
+        self.loads: list[str] = []
+
+    async def agent_slug(self, agent_id: str) -> str:
+        return agent_id
+
+    async def load_config(self, agent_id: str) -> AgentConfig:
+        self.loads.append(agent_id)
+        await asyncio.sleep(0.01)  # a database's round trip: concurrent callers overlap here
+        return AgentConfig(id=agent_id, slug=agent_id, persona=f"You are {agent_id}.")
+
+
+class Runtime:
+    """What the factory builds: the spec, and whether the cache closed it."""
+
+    def __init__(self, spec: RuntimeSpec) -> None:
+        self.spec = spec
+        self.closes = 0
+
+    async def aclose(self) -> None:
+        self.closes += 1
+
+
+class Secrets:
+    """Each agent's own secret, by agent id."""
+
+    async def resolve_secrets(
+        self, agent_id: str, skill_names: tuple[str, ...]
+    ) -> Mapping[str, str]:
+        return {"API_KEY": f"secret-of-{agent_id}"}
+
+
+def cache(max_instances: int = 64) -> tuple[RuntimeCache, list[Runtime]]:
+    built: list[Runtime] = []
+
+    def factory(spec: RuntimeSpec) -> Runtime:
+        built.append(Runtime(spec))
+        return built[-1]
+
+    builder = AgentBuilder(BuilderConfig(factory=factory, secrets=Secrets()))
+    return RuntimeCache(Loader(), builder, max_instances=max_instances), built
+
+
+async def persona(turn: Turn) -> None:
+    """Answer as the runtime's system prompt says who we are."""
+    await turn.say(f"{turn.runtime.spec.system_prompt} ({turn.agent}) {turn.prompt}")
+
+
+def in_process(host: MultiAgentHost) -> tuple[StaticDirectory, RoutingTransport]:
+    names = host.names()
+    routes = RoutingTransport({f"{n}.test": ASGITransport(host.app(n)) for n in names})
+    return StaticDirectory([Peer(n, f"http://{n}.test") for n in names]), routes
+
+
+async def ask(host: MultiAgentHost, calls: list[tuple[str, str]]) -> list[str]:
+    directory, routes = in_process(host)
+    async with CallPeer(directory, transport=routes, timeout=10) as tool:
+        results = await asyncio.gather(*(tool.acall(peer=p, prompt=q) for p, q in calls))
+    return [r.response for r in results]
+
+
+async def test_many_agents_each_answer_under_their_own_name() -> None:
+    async def named(turn: Turn) -> None:
+        await turn.say(f"{turn.agent} heard {turn.prompt}")
+
+    host = MultiAgentHost({"triage": named, "billing": named})
+    host.add("search")  # the host's behaviour: echo
+    assert host.names() == ["triage", "billing", "search"]
+    answers = await ask(host, [("triage", "a"), ("billing", "b"), ("search", "c")])
+    assert answers == ["triage heard a", "billing heard b", "c"]
+    # Each agent is its own daemon: its own capabilities name and its own startup session.
+    async with AttachClient(
+        "http://billing.test", transport=ASGITransport(host.app("billing"))
+    ) as c:
+        async with c.events("/sessions/core-agent/default") as frames:
+            capabilities = await frames.__anext__()
+    assert capabilities.agent.name == "billing"
+    assert host.host("triage") is not host.host("billing")
+    await host.aclose()
+
+
+async def test_an_agent_has_no_attach_server_until_its_first_request() -> None:
+    host = MultiAgentHost({f"agent-{i}": persona for i in range(100)})
+    assert host.active() == []
+    host.app("agent-7")
+    assert host.active() == ["agent-7"]
+    with pytest.raises(KeyError, match="no agent 'nobody' here"):
+        host.app("nobody")
+    with pytest.raises(ValueError, match="already hosted"):
+        host.add("agent-7")
+
+
+async def test_runtimes_are_built_once_per_agent_under_concurrency() -> None:
+    runtimes, built = cache()
+    host = MultiAgentHost(
+        {n: persona for n in ("a", "b", "c")}, runtimes=runtimes, session_rate_limit=None
+    )
+    calls = [(name, f"q{i}") for i in range(8) for name in ("a", "b", "c")]
+    answers = await ask(host, calls)
+    assert answers == [f"You are {p}. ({p}) {q}" for p, q in calls]
+    assert sorted(r.spec.agent_id for r in built) == ["a", "b", "c"]
+    assert runtimes.stats.builds == 3 and runtimes.stats.misses + runtimes.stats.hits == 24
+    await host.aclose()
+    assert [r.closes for r in built] == [1, 1, 1]  # the host closes its runtimes when it stops
+
+
+async def test_an_agent_id_other_than_its_name_keys_its_runtime() -> None:
+    runtimes, built = cache()
+    host = MultiAgentHost(runtimes=runtimes, behavior=persona)
+    host.add("triage", agent_id="agent-0042")
+    assert await ask(host, [("triage", "hi")]) == ["You are agent-0042. (triage) hi"]
+    assert runtimes.resident() == ["agent-0042"]
+    await host.aclose()
+
+
+async def test_an_idle_runtime_is_closed_on_eviction_and_rebuilt_on_the_next_turn() -> None:
+    runtimes, built = cache(max_instances=1)
+    host = MultiAgentHost({n: persona for n in ("a", "b")}, runtimes=runtimes)
+    await ask(host, [("a", "1")])
+    first_a = built[0]
+    await ask(host, [("b", "2")])  # builds b: a is evicted and, idle, closed
+    for _ in range(100):  # bounded: the cache closes in a task of its own
+        if first_a.closes:
+            break
+        await asyncio.sleep(0.01)
+    assert first_a.closes == 1 and runtimes.resident() == ["b"]
+    assert await ask(host, [("a", "3")]) == ["You are a. (a) 3"]
+    assert [r.spec.agent_id for r in built] == ["a", "b", "a"] and built[2] is not first_a
+    assert first_a.closes == 1  # closed once, never again
+    await host.aclose()
+
+
+async def test_a_runtime_is_not_closed_while_its_turn_runs() -> None:
+    runtimes, built = cache(max_instances=1)
+    release = asyncio.Event()
+    running = asyncio.Event()
+
+    async def slow(turn: Turn) -> None:
+        runtime = turn.runtime
+        running.set()
+        await release.wait()
+        await turn.say(f"closed mid-turn: {runtime.closes}")
+
+    host = MultiAgentHost({"slow": slow, "other": persona}, runtimes=runtimes)
+    directory, routes = in_process(host)
+    async with CallPeer(directory, transport=routes, timeout=10) as tool:
+        call = asyncio.create_task(tool.acall(peer="slow", prompt="go"))
+        await asyncio.wait_for(running.wait(), 10)
+        await tool.acall(peer="other", prompt="evict slow's runtime")  # max_instances=1
+        assert runtimes.resident() == ["other"] and built[0].closes == 0
+        release.set()
+        assert (await call).response == "closed mid-turn: 0"
+    for _ in range(100):  # bounded: closed once the turn let go of its lease
+        if built[0].closes:
+            break
+        await asyncio.sleep(0.01)
+    assert built[0].closes == 1
+    await host.aclose()
+
+
+async def test_secrets_of_one_agent_are_never_visible_in_another_agents_turn() -> None:
+    runtimes, _ = cache()
+    seen: dict[str, Any] = {}
+
+    async def reveal(turn: Turn) -> None:
+        seen[turn.agent] = dict(turn.runtime.spec.secrets)
+        await turn.say(" ".join(sorted(turn.runtime.spec.secrets.values())))
+
+    host = MultiAgentHost({"a": reveal, "b": reveal}, runtimes=runtimes)
+    answers = await ask(host, [("a", "x"), ("b", "y"), ("a", "z")])
+    assert answers == ["secret-of-a", "secret-of-b", "secret-of-a"]
+    assert seen == {"a": {"API_KEY": "secret-of-a"}, "b": {"API_KEY": "secret-of-b"}}
+    await host.aclose()
+
+
+async def test_a_runtime_that_cannot_be_built_is_a_turn_error_that_does_not_echo_the_builder() -> (
+    None
+):
+    class Failing:
+        async def build(self, cfg: AgentConfig) -> Any:
+            raise RuntimeError("vault at 10.1.2.3 refused token s3cr3t")
+
+    errors: list[Exception] = []
+    host = MultiAgentHost(
+        {"a": persona}, runtimes=RuntimeCache(Loader(), Failing()), on_agent_error=errors.append
+    )
+    transport = ASGITransport(host.app("a"))
+    async with AttachClient("http://a.test", transport=transport) as client:
+        session = await client.new_session()
+        async with client.events(session) as frames:
+            await client.inject(session, "hi")
+            async for frame in frames:
+                if type(frame).__name__ == "TurnError":
+                    break
+    assert "could not be built (RuntimeError)" in frame.message
+    assert "s3cr3t" not in frame.message and "10.1.2.3" not in frame.message
+    assert "s3cr3t" in str(errors[0].__cause__)  # the host's own log sees why
+    await host.aclose()
+
+
+@pytest.fixture
+async def hub() -> AsyncIterator[tuple[str, PeerRegistry]]:
+    """A hub served on loopback in this process; yields its URL and registry."""
+    registry = PeerRegistry()
+    hub = AgentHost("hub", registry=registry, session_rate_limit=None)
+    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(hub.serve(on_ready=ready.set_result, handle_signals=False))
+    url = await asyncio.wait_for(ready, 10)
+    yield url, registry
+    hub.stop()
+    await asyncio.wait_for(task, 10)
+
+
+async def test_a_joined_multi_agent_host_registers_every_agent_and_deregisters_all_on_shutdown(
+    hub: tuple[str, PeerRegistry],
+) -> None:
+    hub_url, registry = hub
+    runtimes, built = cache()
+    host = MultiAgentHost(
+        {"triage": persona, "billing": persona, "search": persona},
+        runtimes=runtimes,
+        register_to=hub_url,
+        labels={"team": "ops"},
+    )
+    host.add("quiet", persona, labels={"team": "none"})
+    ready: asyncio.Future[dict[str, str]] = asyncio.get_running_loop().create_future()
+    serving = asyncio.create_task(host.serve(on_ready=ready.set_result, handle_signals=False))
+    urls = await asyncio.wait_for(ready, 10)
+    assert sorted(urls) == ["billing", "quiet", "search", "triage"]
+    assert len(set(urls.values())) == 4  # one attach server (port) per agent
+    records = {e.name: e for e in registry.peers({})}
+    assert {n: e.endpoint for n, e in records.items()} == urls
+    assert records["triage"].labels == {"team": "ops"}
+    assert records["quiet"].labels == {"team": "none"}
+    directory = HubDirectory(hub_url)
+    async with CallPeer(directory, timeout=10) as tool:
+        assert (
+            await tool.acall(peer="triage", prompt="p1")
+        ).response == "You are triage. (triage) p1"
+        assert (
+            await tool.acall(peer="billing", prompt="p2")
+        ).response == "You are billing. (billing) p2"
+    # A request reaches the agent whose socket it came in on, whatever its Host header says.
+    async with httpx.AsyncClient() as http:
+        created = await http.post(
+            urls["billing"] + "/sessions",
+            headers={"Host": urls["triage"].split("//")[1], "Content-Type": "application/json"},
+        )
+    sid = created.json()["sessionID"]
+    assert sid in host.host("billing").sessions and sid not in host.host("triage").sessions
+    assert host.active() == ["triage", "billing"]  # search and quiet were never asked
+    host.stop()
+    started = time.monotonic()
+    await asyncio.wait_for(serving, 10)
+    assert time.monotonic() - started < 10
+    assert list(registry.peers({})) == []  # every agent deregistered
+    assert list(await directory.peers()) == []
+    assert [r.closes for r in built] == [1, 1]  # and the runtimes closed
+    await directory.aclose()
