@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from coreagent_sdk.host import Turn
 
@@ -17,3 +18,18 @@ async def slow_echo(turn: Turn) -> None:
     await turn.narrate("thinking", tool="wait")
     await asyncio.sleep(1.0)
     await turn.say(turn.prompt)
+
+
+async def named(turn: Turn) -> None:
+    """Answer with the agent's own name and the prompt."""
+    await turn.say(f"{turn.agent}: {turn.prompt}")
+
+
+def _many() -> Any:
+    from coreagent_sdk.host import MultiAgentHost
+
+    return MultiAgentHost({"triage": named, "billing": named, "search": named})
+
+
+many = _many()
+"""Three agents in one host (`python -m coreagent_sdk.host tests.host_agents:many`)."""

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,6 +31,8 @@ from coreagent_sdk import (
     StaticDirectory,
 )
 from coreagent_sdk.host import AgentHost, MultiAgentHost, PeerRegistry, Turn
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class Loader:
@@ -101,11 +109,11 @@ async def test_many_agents_each_answer_under_their_own_name() -> None:
     answers = await ask(host, [("triage", "a"), ("billing", "b"), ("search", "c")])
     assert answers == ["triage heard a", "billing heard b", "c"]
     # Each agent is its own daemon: its own capabilities name and its own startup session.
-    async with AttachClient(
-        "http://billing.test", transport=ASGITransport(host.app("billing"))
-    ) as c:
-        async with c.events("/sessions/core-agent/default") as frames:
-            capabilities = await frames.__anext__()
+    async with (
+        AttachClient("http://billing.test", transport=ASGITransport(host.app("billing"))) as c,
+        c.events("/sessions/core-agent/default") as frames,
+    ):
+        capabilities = await frames.__anext__()
     assert capabilities.agent.name == "billing"
     assert host.host("triage") is not host.host("billing")
     await host.aclose()
@@ -137,7 +145,7 @@ async def test_runtimes_are_built_once_per_agent_under_concurrency() -> None:
 
 
 async def test_an_agent_id_other_than_its_name_keys_its_runtime() -> None:
-    runtimes, built = cache()
+    runtimes, _built = cache()
     host = MultiAgentHost(runtimes=runtimes, behavior=persona)
     host.add("triage", agent_id="agent-0042")
     assert await ask(host, [("triage", "hi")]) == ["You are agent-0042. (triage) hi"]
@@ -289,3 +297,40 @@ async def test_a_joined_multi_agent_host_registers_every_agent_and_deregisters_a
     assert list(await directory.peers()) == []
     assert [r.closes for r in built] == [1, 1]  # and the runtimes closed
     await directory.aclose()
+
+
+async def test_the_command_serves_a_multi_agent_host_whose_agents_a_hub_resolves_by_name(
+    hub: tuple[str, PeerRegistry],
+) -> None:
+    hub_url, registry = hub
+    argv = [sys.executable, "-m", "coreagent_sdk.host", "tests.host_agents:many"]
+    proc = subprocess.Popen(  # noqa: ASYNC220 - a short start, as test_host_serve spawns
+        [*argv, "--port", "0", "--register-to", hub_url],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 20)
+        urls = json.loads(line)["agents"]
+        assert sorted(urls) == ["billing", "search", "triage"]
+        assert {e.name: e.endpoint for e in registry.peers({})} == urls
+        directory = HubDirectory(hub_url)
+        async with CallPeer(directory, timeout=15) as tool:
+            assert (await tool.acall(peer="triage", prompt="a")).response == "triage: a"
+            assert (await tool.acall(peer="billing", prompt="b")).response == "billing: b"
+        proc.send_signal(signal.SIGTERM)
+        code = await asyncio.wait_for(asyncio.to_thread(proc.wait), 10)
+        assert code == 0, proc.stderr.read() if proc.stderr else ""
+        assert list(registry.peers({})) == []  # all three deregistered on the way out
+        await directory.aclose()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()

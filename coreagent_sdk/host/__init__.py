@@ -42,9 +42,9 @@ from ._daemon import (
 )
 from ._http import checked_base_url, http_transport
 from ._ratelimit import SessionRateLimit
-from ._runtimes import RuntimeBuildError
 from ._registry import DEFAULT_TTL, MAX_TTL, Identity, PeerRegistry
 from ._registry import _Entry as RegistryEntry
+from ._runtimes import RuntimeBuildError
 
 __all__ = [
     "DEFAULT_SESSION_IDLE_TIMEOUT",

@@ -4,6 +4,12 @@ Serves one agent: `module:agent` names an `AgentHost`, or an agent (an async
 function of a `Turn`) that a host is made for under `--name` (default: the
 attribute's name). Prints one JSON line `{"name", "url"}` once listening;
 SIGTERM drains running turns, deregisters and exits 0 within 10 s.
+
+Or many: `module:host` names a `MultiAgentHost`; each agent listens on its own
+port (`--port` and the ports after it, or free ones), `--register-to`,
+`--token-env` and `--endpoint` (here `scheme://host`, each agent adding its
+port) join every agent to the hub, and the line printed is
+`{"agents": {name: url, ...}}`.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import CoreAgentError
+from ._agents_host import MultiAgentHost
 from ._daemon import DEFAULT_GRACE, AgentHost
 
 
@@ -41,9 +48,11 @@ def _load(target: str) -> Any:
         ) from None
 
 
-def build(args: argparse.Namespace) -> AgentHost:
+def build(args: argparse.Namespace) -> AgentHost | MultiAgentHost:
     """The host the command line describes."""
     target = _load(args.target)
+    if isinstance(target, MultiAgentHost):
+        return _joined(target, args)
     joined = {
         "register_to": args.register_to,
         "token_env": args.token_env,
@@ -66,11 +75,25 @@ def build(args: argparse.Namespace) -> AgentHost:
     return AgentHost(name, behavior=target, description=args.description or "", **joined)
 
 
+def _joined(host: MultiAgentHost, args: argparse.Namespace) -> MultiAgentHost:
+    """A multi-agent host joined to the hub the command line names (its own unless given)."""
+    if args.register_to is not None and host.register_to is not None:
+        raise SystemExit(
+            f"coreagent_sdk.host: {args.target!r} already joins {host.register_to!r}; "
+            "drop --register-to, or register_to= in its module"
+        )
+    if args.register_to is not None or args.endpoint is not None or args.token_env is not None:
+        host.join(args.register_to, token_env=args.token_env, endpoint_host=args.endpoint)
+    return host
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m coreagent_sdk.host", description="Serve an agent on the attach wire."
     )
-    parser.add_argument("target", help="module:attribute, an AgentHost or an agent function")
+    parser.add_argument(
+        "target", help="module:attribute, an AgentHost, a MultiAgentHost or an agent function"
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=int, default=0, help="port (0: any free one)")
     parser.add_argument("--name", help="the agent's name (default: the attribute's)")
@@ -85,10 +108,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     host = build(args)
 
     def ready(url: str) -> None:
+        assert isinstance(host, AgentHost)
         print(json.dumps({"name": host.name, "url": url}), flush=True)
 
+    def ready_all(urls: dict[str, str]) -> None:
+        print(json.dumps({"agents": urls}), flush=True)
+
     try:
-        asyncio.run(host.serve(args.host, args.port, grace=args.grace, on_ready=ready))
+        if isinstance(host, MultiAgentHost):
+            asyncio.run(host.serve(args.host, args.port, grace=args.grace, on_ready=ready_all))
+        else:
+            asyncio.run(host.serve(args.host, args.port, grace=args.grace, on_ready=ready))
     except (OSError, ValueError, RuntimeError, CoreAgentError) as exc:
         print(f"coreagent_sdk.host: {exc}", file=sys.stderr)
         return 1

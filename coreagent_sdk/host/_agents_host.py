@@ -127,6 +127,7 @@ class MultiAgentHost:
         directory: Any = None,
         **host_options: Any,
     ) -> None:
+        self._serving = False
         for taken in ("name", "behavior", "runtimes", "agent_id", "register_to", "endpoint"):
             if taken in host_options:
                 raise TypeError(
@@ -135,8 +136,39 @@ class MultiAgentHost:
                 )
         self.behavior: Agent = behavior if behavior is not None else echo()
         self.runtimes = runtimes
-        self.register_to = checked_base_url(register_to, "MultiAgentHost") if register_to else None
+        self.labels = dict(labels or {})
+        self.ttl = ttl
+        self.peer_transport = peer_transport
+        self.host_options = host_options
+        self.register_to: str | None = None
         self.token_env = token_env
+        self.endpoint_host: str | None = None
+        self.directory = directory
+        self._own_directory: Any = None
+        if register_to is not None or endpoint_host is not None:
+            self.join(register_to, token_env=token_env, endpoint_host=endpoint_host)
+        self._agents: dict[str, _Agent] = {}
+        self._by_port: dict[int, _Agent] = {}
+        self.urls: dict[str, str] = {}
+        self.draining = False
+        self._stop: asyncio.Event | None = None
+        for name, agent in (agents or {}).items():
+            self.add(name, agent)
+
+    def join(
+        self,
+        register_to: str | None,
+        *,
+        token_env: str | None = None,
+        endpoint_host: str | None = None,
+    ) -> None:
+        """Register every agent with hub `register_to` when served (as the constructor's keywords).
+
+        Also makes the joined hub where `turn.call_peer` looks peers up, unless
+        the host was given a ``directory``. Called before `serve()`.
+        """
+        if self._serving:
+            raise RuntimeError("MultiAgentHost.join: already serving; join before serve()")
         if endpoint_host is not None:
             parts = urlsplit(checked_base_url(endpoint_host, "MultiAgentHost"))
             if parts.port is not None or parts.path or parts.query:
@@ -144,28 +176,18 @@ class MultiAgentHost:
                     f"MultiAgentHost: endpoint_host {endpoint_host!r} must be scheme://host "
                     "alone: each agent's endpoint adds its own port"
                 )
-            endpoint_host = f"{parts.scheme}://{parts.netloc}"
-        self.endpoint_host = endpoint_host
-        self.labels = dict(labels or {})
-        self.ttl = ttl
-        self.peer_transport = peer_transport
-        self.host_options = host_options
-        self.directory = directory
-        self._own_directory: Any = None
-        if directory is None and self.register_to is not None:
+            self.endpoint_host = f"{parts.scheme}://{parts.netloc}"
+        if token_env is not None:
+            self.token_env = token_env
+        if register_to is None:
+            return
+        self.register_to = checked_base_url(register_to, "MultiAgentHost")
+        if self.directory is None or self.directory is self._own_directory:
             from .._directory import HubDirectory
 
             self.directory = self._own_directory = HubDirectory(
-                self.register_to, transport=peer_transport, token_env=token_env
+                self.register_to, transport=self.peer_transport, token_env=self.token_env
             )
-        self._agents: dict[str, _Agent] = {}
-        self._by_port: dict[int, _Agent] = {}
-        self.urls: dict[str, str] = {}
-        self.draining = False
-        self._serving = False
-        self._stop: asyncio.Event | None = None
-        for name, agent in (agents or {}).items():
-            self.add(name, agent)
 
     def __repr__(self) -> str:
         active = sum(1 for a in self._agents.values() if a.host is not None)
