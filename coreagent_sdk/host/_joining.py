@@ -62,7 +62,11 @@ def _described(exc: BaseException) -> str:
 
 
 class HostRegistrations:
-    """Register `agents` (name, endpoint, labels) on the hub; keep them; deregister on close."""
+    """Register `agents` (name, endpoint, labels) on the hub; keep them; deregister on close.
+
+    ``request_timeout`` bounds each registration or heartbeat; ``timeout``
+    bounds deregistering them all on the way out (the rest lapse).
+    """
 
     def __init__(
         self,
@@ -73,11 +77,13 @@ class HostRegistrations:
         token_env: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         timeout: float = 2.0,
+        request_timeout: float = 10.0,
         clock: Clock | None = None,
     ) -> None:
         self.hub_url = hub_url
         self.ttl = ttl
-        self.timeout = timeout
+        self.timeout = timeout  # deregistering every agent on the way out, in all
+        self.request_timeout = request_timeout  # each registration or heartbeat
         self.leases = [_Lease(name, endpoint, labels) for name, endpoint, labels in agents]
         self._token_env = token_env
         self._transport = transport
@@ -101,24 +107,38 @@ class HostRegistrations:
         self.registrations += 1
 
     async def start(self) -> None:
-        """Register every agent; `RegistrationError` (all registered ones left) if one fails."""
+        """Register every agent; `RegistrationError` when none could be (no hub there).
+
+        An agent whose registration failed while others succeeded is retried
+        by the renewal task after a backoff (logged), as after a lost lease:
+        one slow answer among 10,000 does not stop the host.
+        """
         token = read_token(self._token_env, None, "host")
         self._client = AttachClient(
-            self.hub_url, transport=self._transport, token=token, timeout=self.timeout
+            self.hub_url, transport=self._transport, token=token, timeout=self.request_timeout
         )
         results = await asyncio.gather(
             *(self._register(lease) for lease in self.leases), return_exceptions=True
         )
-        for lease, result in zip(self.leases, results, strict=True):
-            if isinstance(result, BaseException):
-                await self.aclose()
-                raise RegistrationError(
-                    f"host: could not register agent {lease.name!r} on the hub: "
-                    f"{_described(result)}; check register_to= and the host's token"
-                ) from result
+        failed = [
+            (lease, result)
+            for lease, result in zip(self.leases, results, strict=True)
+            if isinstance(result, BaseException)
+        ]
+        if failed and len(failed) == len(self.leases):
+            lease, error = failed[0]
+            await self.aclose()
+            raise RegistrationError(
+                f"host: could not register agent {lease.name!r} (nor any other) on the hub: "
+                f"{_described(error)}; check register_to= and the host's token"
+            ) from error
         now = self._clock.now()
         for lease in self.leases:
             lease.due = now + self._interval(lease)
+        for lease, error in failed:
+            lease.failures = 1
+            lease.due = now + MIN_INTERVAL
+            _log.warning("host: registering agent %r failed: %s", lease.name, _described(error))
         self._task = asyncio.get_running_loop().create_task(self._keep())
 
     async def _renew(self, lease: _Lease) -> None:
