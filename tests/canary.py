@@ -106,6 +106,7 @@ class CanaryWatch:
             RegistrationEvent,
         )
         from coreagent_sdk.errors import CoreAgentError
+        from coreagent_sdk.models import AnthropicModel, OpenAIChatModel
 
         root = logging.getLogger()
         old_level = root.level
@@ -129,7 +130,14 @@ class CanaryWatch:
         # state are kept and their repr checked at the end of the test.
         for cls in (CallPeerEvent, CallPeerResult, RegistrationEvent):
             self._wrap_init(cls, check_now=True)
-        for cls in (AttachClient, CallPeer, HubDirectory, PeerRegistration):
+        for cls in (
+            AttachClient,
+            CallPeer,
+            HubDirectory,
+            PeerRegistration,
+            OpenAIChatModel,
+            AnthropicModel,
+        ):
             self._wrap_init(cls, check_now=False)
 
     def _wrap_init(self, cls: type, *, check_now: bool) -> None:

@@ -121,10 +121,12 @@ HOST = {
 
 MODELS = {
     "ROLES",
+    "AnthropicModel",
     "Message",
     "Model",
     "ModelError",
     "ModelReply",
+    "OpenAIChatModel",
     "ToolCall",
     "ToolSpec",
     "Usage",

@@ -11,18 +11,28 @@ reply holds text and/or tool calls (`ToolCall`) and the tokens the model
 reports (`Usage`); a failure is a `ModelError` whose `kind` is one of the
 daemon's turn-error kinds. Vendor adapters and scripted models build on these
 values; nothing here needs a network or an extra.
+
+Two vendor adapters speak the protocol: `OpenAIChatModel` (OpenAI's Chat
+Completions, or any server that speaks it through `base_url`) and
+`AnthropicModel` (Anthropic's Messages API). Each imports its vendor package
+only when built: install it with `pip install 'coreagent-sdk[openai]'` or
+`'coreagent-sdk[anthropic]'`.
 """
 
 from __future__ import annotations
 
+from ._anthropic import AnthropicModel
+from ._openai import OpenAIChatModel
 from ._protocol import ROLES, Message, Model, ModelError, ModelReply, ToolCall, ToolSpec, Usage
 
 __all__ = [
     "ROLES",
+    "AnthropicModel",
     "Message",
     "Model",
     "ModelError",
     "ModelReply",
+    "OpenAIChatModel",
     "ToolCall",
     "ToolSpec",
     "Usage",

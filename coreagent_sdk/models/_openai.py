@@ -1,0 +1,308 @@
+"""`OpenAIChatModel`: the model protocol over OpenAI's Chat Completions API.
+
+Any server that speaks Chat Completions (a local one included) works
+through `base_url`. The `openai` package is imported when a model is built,
+never when `coreagent_sdk.models` is.
+
+Translation, both ways:
+
+- `system`/`user` messages are chat messages of that role; an `assistant`
+  message carries its tool calls as `tool_calls` of `type: function` with the
+  arguments as a JSON string; a `tool` message answers its call by
+  `tool_call_id` (Chat Completions has no error flag: the result's JSON text,
+  `{"error": ...}` for a failed tool, says it).
+- Tools are offered as function tools; no `tool_choice` is sent, so the
+  model decides (the API's default, `auto`).
+- A reply's `content` is its text (its `refusal` when there is no content),
+  `finish_reason` its stop reason as sent, `prompt_tokens`/`completion_tokens`
+  its usage (0 when a compatible server reports none).
+- Arguments that are not a JSON object are a retryable `ModelError` of kind
+  `unknown` naming the tool: the loop cannot run a tool on them, and asking
+  the model again usually gives valid JSON. Empty arguments (`""`), which
+  some compatible servers send for a tool without parameters, are `{}`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .._endpoint import checked_base_url, shown_url
+from .._scrub import register
+from ._adapter import (
+    MAX_RESPONSE_BYTES,
+    Shape,
+    call_arguments,
+    connection_failure,
+    decode_answer,
+    load_package,
+    read_key,
+    scrub_vendor_logs,
+    status_failure,
+)
+from ._protocol import Message, ModelError, ModelReply, ToolCall, ToolSpec, Usage
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+__all__ = ["OpenAIChatModel"]
+
+_COMPONENT = "OpenAIChatModel"
+_DEFAULT_URL = "https://api.openai.com/v1"
+
+
+class OpenAIChatModel:
+    """A model behind OpenAI's Chat Completions API, or any server that speaks it.
+
+        model = OpenAIChatModel("gpt-4o-mini")  # the key from $OPENAI_API_KEY
+        model = OpenAIChatModel("llama3.2", base_url="http://127.0.0.1:11434/v1",
+                                api_key_env=None)  # a local server, no key
+        model = OpenAIChatModel("gpt-4o-mini", client=AsyncOpenAI(...))  # your own client
+
+    Built from a model name, the client reads its key from the environment
+    variable `api_key_env` (never from an argument), the key is registered
+    with the scrubber so no error, repr or log line shows it, and the SDK's
+    own retries are off (`max_retries=0`): a `ModelError` says whether a retry
+    may help and the loop or the caller decides. A client you pass is used as
+    you configured it (its retries included); its key is registered with the
+    scrubber too.
+
+    Args:
+        model: The model's name, as the API knows it.
+        client: Your own `openai.AsyncOpenAI`; then `api_key_env`, `base_url`,
+            `timeout`, `max_retries` and `http_client` are not used.
+        api_key_env: The environment variable holding the key; None for a
+            server that needs none.
+        base_url: The API's URL (`.../v1`); OpenAI's own when None.
+        timeout: Seconds for one request, connection included.
+        max_retries: The SDK's own retries of a failed request.
+        http_client: An `httpx.AsyncClient` (or `httpx2.AsyncClient`) the SDK
+            sends through, e.g. one with an in-process transport for tests.
+        options: More request fields sent as they are (`temperature`,
+            `max_completion_tokens`, `tool_choice`, ...).
+        max_response_bytes: The largest answer read into a reply.
+
+    Attributes:
+        model: The model's name, as sent.
+        base_url: The URL requests go to (a userinfo password masked in the repr).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        client: AsyncOpenAI | None = None,
+        api_key_env: str | None = "OPENAI_API_KEY",
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 0,
+        http_client: Any = None,
+        options: Mapping[str, Any] | None = None,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+    ) -> None:
+        if not isinstance(model, str) or not model:
+            raise ValueError(f"{_COMPONENT}: model {model!r} must be a non-empty model name")
+        openai = load_package("openai", component=_COMPONENT, extra="openai")
+        scrub_vendor_logs("openai", "httpx", "httpx2", "httpcore", "httpcore2")
+        self.model = model
+        self._options = dict(options or {})
+        self._limit = max_response_bytes
+        self._openai = openai
+        if client is not None:
+            # A key the user configured is theirs to keep out of sight too.
+            key = getattr(client, "api_key", None)
+            register(key if isinstance(key, str) else None)
+            self._client: Any = client
+            self._key_env = None
+        else:
+            key_env = api_key_env
+            key = read_key(key_env, component=_COMPONENT) if key_env else "no-key"
+            url = checked_base_url(base_url, _COMPONENT) if base_url is not None else None
+            self._client = openai.AsyncOpenAI(
+                api_key=key,
+                base_url=url,
+                timeout=timeout,
+                max_retries=max_retries,
+                http_client=http_client,
+            )
+            self._key_env = key_env
+        self.base_url = str(self._client.base_url).rstrip("/") or _DEFAULT_URL
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel(model={self.model!r}, base_url={shown_url(self.base_url)!r})"
+
+    async def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelReply:
+        """Ask the model once: the conversation and the tools it may call."""
+        body = self.request_body(messages, tools)
+        openai = self._openai
+        failure: ModelError | None = None
+        content = b""
+        try:
+            create = self._client.chat.completions.with_raw_response.create
+            raw = await create(**call_arguments(create, body))
+            content = raw.http_response.content
+        except openai.APIStatusError as exc:
+            failure = self._status_failure(exc)
+        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            failure = connection_failure(_COMPONENT, error=exc, where=self._where())
+        except openai.OpenAIError as exc:
+            failure = ModelError(
+                f"{_COMPONENT}: the openai package failed ({type(exc).__name__}) before an "
+                "answer came; check the client's configuration",
+                kind="unknown",
+                retryable=False,
+            )
+        # Raised here, not in the except blocks: the vendor's exception holds
+        # the raw response (an echoed key and all) and must not become the
+        # ModelError's __context__.
+        if failure is not None:
+            raise failure
+        return self._reply(decode_answer(content, component=_COMPONENT, limit=self._limit))
+
+    def request_body(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> dict[str, Any]:
+        """The Chat Completions request this adapter sends for `messages` and `tools`."""
+        body: dict[str, Any] = {"model": self.model, "messages": [_message(m) for m in messages]}
+        if tools:
+            body["tools"] = [_tool(t) for t in tools]
+        body.update(self._options)
+        return body
+
+    def _where(self) -> str:
+        return f"the Chat Completions API at {shown_url(self.base_url)!r}"
+
+    def _status_failure(self, exc: Any) -> ModelError:
+        response = exc.response
+        return status_failure(
+            _COMPONENT,
+            status=int(response.status_code),
+            body=exc.body,
+            raw=response.content,
+            model=self.model,
+            where=self._where(),
+            key_env=self._key_env,
+        )
+
+    def _reply(self, data: dict[str, Any]) -> ModelReply:
+        shape = Shape(_COMPONENT, "a chat completion")
+        choices = shape.get(data, "choices", "choices", list, "a non-empty list")
+        if not choices:
+            raise shape.fail("choices", "a non-empty list", choices)
+        choice = choices[0]
+        if not isinstance(choice, dict):
+            raise shape.fail("choices[0]", "an object", choice)
+        message = shape.get(choice, "message", "choices[0].message", dict, "an object")
+        text = shape.get(
+            message,
+            "content",
+            "choices[0].message.content",
+            str,
+            "a string or null",
+            required=False,
+            default="",
+        )
+        if not text:
+            text = shape.get(
+                message,
+                "refusal",
+                "choices[0].message.refusal",
+                str,
+                "a string or null",
+                required=False,
+                default="",
+            )
+        raw_calls = shape.get(
+            message,
+            "tool_calls",
+            "choices[0].message.tool_calls",
+            list,
+            "a list or null",
+            required=False,
+            default=[],
+        )
+        calls = tuple(
+            _call(shape, c, f"choices[0].message.tool_calls[{i}]") for i, c in enumerate(raw_calls)
+        )
+        stop = shape.get(
+            choice,
+            "finish_reason",
+            "choices[0].finish_reason",
+            str,
+            "a string or null",
+            required=False,
+            default="",
+        )
+        usage = shape.get(
+            data, "usage", "usage", dict, "an object or null", required=False, default={}
+        )
+        model = shape.get(data, "model", "model", str, "a string", required=False, default="")
+        return ModelReply(
+            text=text,
+            tool_calls=calls,
+            usage=Usage(
+                shape.count(usage, "prompt_tokens", "usage.prompt_tokens"),
+                shape.count(usage, "completion_tokens", "usage.completion_tokens"),
+            ),
+            model=model,
+            stop_reason=stop,
+        )
+
+
+def _message(message: Message) -> dict[str, Any]:
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}
+    if message.role == "assistant" and message.tool_calls:
+        return {
+            "role": "assistant",
+            # The API wants null, not "", beside tool calls with nothing said.
+            "content": message.text or None,
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": json.dumps(dict(call.arguments))},
+                }
+                for call in message.tool_calls
+            ],
+        }
+    return {"role": message.role, "content": message.text}
+
+
+def _tool(tool: ToolSpec) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": tool.name}
+    if tool.description:
+        function["description"] = tool.description
+    function["parameters"] = dict(tool.parameters)
+    return {"type": "function", "function": function}
+
+
+def _call(shape: Shape, raw: object, path: str) -> ToolCall:
+    if not isinstance(raw, dict):
+        raise shape.fail(path, "an object", raw)
+    call_id = shape.get(raw, "id", f"{path}.id", str, "a string")
+    function = shape.get(raw, "function", f"{path}.function", dict, "an object")
+    name = shape.get(function, "name", f"{path}.function.name", str, "a string")
+    arguments = shape.get(
+        function,
+        "arguments",
+        f"{path}.function.arguments",
+        str,
+        "a JSON string",
+        required=False,
+        default="",
+    )
+    try:
+        decoded = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        decoded = None
+    if not isinstance(decoded, dict):
+        raise ModelError(
+            f"{_COMPONENT}: the model called tool {name[:80]!r} (call {call_id[:80]!r}) with "
+            f"arguments that are not a JSON object: {arguments[:120]!r}; asking again usually "
+            "gives valid ones",
+            kind="unknown",
+            retryable=True,
+        )
+    return ToolCall(call_id, name, decoded)
