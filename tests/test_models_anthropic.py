@@ -414,3 +414,20 @@ async def test_a_huge_answer_is_refused_by_the_size_bound_not_a_crash(
     route(wire).respond(200, json=body)
     with pytest.raises(ModelError, match="over max_response_bytes=4096"):
         await model.complete(CONVERSATION, [])
+
+
+async def test_closing_the_model_closes_the_client_it_built_but_not_one_it_was_given(
+    wire: Wire, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", CANARY)
+    http = wire.httpx2_client()
+    async with AnthropicModel("m", base_url=BASE, http_client=http):
+        pass
+    assert http.is_closed
+    given = anthropic.AsyncAnthropic(
+        api_key=CANARY, base_url=BASE, http_client=wire.httpx2_client()
+    )
+    async with AnthropicModel("m", client=given):
+        pass
+    assert not given.is_closed()
+    await given.close()

@@ -489,3 +489,20 @@ async def test_an_answer_over_the_size_bound_is_refused_and_one_at_the_bound_is_
     )
     with pytest.raises(ModelError, match=f"{exact} bytes, over max_response_bytes={exact - 1}"):
         await below.complete(CONVERSATION, [])
+
+
+async def test_closing_the_model_closes_the_client_it_built_but_not_one_it_was_given(
+    wire: Wire, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", CANARY)
+    http = wire.httpx_client()
+    async with OpenAIChatModel("m", base_url=f"{BASE}/v1", http_client=http):
+        pass
+    assert http.is_closed
+    given = openai.AsyncOpenAI(
+        api_key=CANARY, base_url=f"{BASE}/v1", http_client=wire.httpx_client()
+    )
+    async with OpenAIChatModel("m", client=given):
+        pass
+    assert not given.is_closed()
+    await given.close()

@@ -119,6 +119,7 @@ class AnthropicModel:
                 secret = getattr(client, attribute, None)
                 register(secret if isinstance(secret, str) else None)
             self._client: Any = client
+            self._owns_client = False
             self._key_env: str | None = None
         else:
             key = read_key(api_key_env, component=_COMPONENT)
@@ -131,10 +132,22 @@ class AnthropicModel:
                 http_client=http_client,
             )
             self._key_env = api_key_env
+            self._owns_client = True
         self.base_url = str(self._client.base_url).rstrip("/")
 
     def __repr__(self) -> str:
         return f"AnthropicModel(model={self.model!r}, base_url={shown_url(self.base_url)!r})"
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this adapter built; a client you passed stays yours to close."""
+        if self._owns_client:
+            await self._client.close()
+
+    async def __aenter__(self) -> AnthropicModel:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     async def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelReply:
         """Ask the model once: the conversation and the tools it may call."""

@@ -114,6 +114,7 @@ class OpenAIChatModel:
             key = getattr(client, "api_key", None)
             register(key if isinstance(key, str) else None)
             self._client: Any = client
+            self._owns_client = False
             self._key_env = None
         else:
             key_env = api_key_env
@@ -127,10 +128,22 @@ class OpenAIChatModel:
                 http_client=http_client,
             )
             self._key_env = key_env
+            self._owns_client = True
         self.base_url = str(self._client.base_url).rstrip("/") or _DEFAULT_URL
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, base_url={shown_url(self.base_url)!r})"
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this adapter built; a client you passed stays yours to close."""
+        if self._owns_client:
+            await self._client.close()
+
+    async def __aenter__(self) -> OpenAIChatModel:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     async def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelReply:
         """Ask the model once: the conversation and the tools it may call."""
