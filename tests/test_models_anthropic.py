@@ -90,6 +90,7 @@ def test_the_repr_names_model_and_url_and_never_the_key(model: AnthropicModel) -
 async def test_the_default_base_url_is_anthropics_and_the_recording_wire_refuses_it_undialed(
     wire: Wire, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)  # the package would follow it
     monkeypatch.setenv("ANTHROPIC_API_KEY", CANARY)
     model = AnthropicModel("claude-haiku-4-5", http_client=wire.httpx2_client())
     with pytest.raises(ModelError) as caught:

@@ -102,6 +102,7 @@ def test_a_base_url_that_is_not_http_is_refused_before_any_client_is_built(
 async def test_the_default_base_url_is_openais_and_the_recording_wire_refuses_it_undialed(
     wire: Wire, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)  # the package would follow it
     monkeypatch.setenv("OPENAI_API_KEY", CANARY)
     model = OpenAIChatModel("gpt-4o-mini", http_client=wire.httpx_client())
     with pytest.raises(ModelError) as caught:
