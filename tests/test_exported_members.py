@@ -92,6 +92,9 @@ SDK = {
 
 
 HOST = {
+    "CALL_PEER_SPEC",
+    "DEFAULT_MAX_PEER_CALLS",
+    "DEFAULT_MAX_TOOL_ROUNDS",
     "DEFAULT_SESSION_IDLE_TIMEOUT",
     "DEFAULT_TTL",
     "MAX_INJECT_BYTES",
@@ -104,6 +107,7 @@ HOST = {
     "MultiAgentHost",
     "RuntimeBuildError",
     "Identity",
+    "ModelAgent",
     "PeerRegistry",
     "RegistryEntry",
     "SessionRateLimit",
@@ -127,9 +131,15 @@ MODELS = {
     "ModelError",
     "ModelReply",
     "OpenAIChatModel",
+    "Rule",
+    "ScriptState",
+    "ScriptedModel",
+    "Skill",
+    "Tool",
     "ToolCall",
     "ToolSpec",
     "Usage",
+    "when",
 }
 
 

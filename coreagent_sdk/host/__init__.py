@@ -41,12 +41,21 @@ from ._daemon import (
     StreamHook,
 )
 from ._http import checked_base_url, http_transport
+from ._model_agent import (
+    CALL_PEER_SPEC,
+    DEFAULT_MAX_PEER_CALLS,
+    DEFAULT_MAX_TOOL_ROUNDS,
+    ModelAgent,
+)
 from ._ratelimit import SessionRateLimit
 from ._registry import DEFAULT_TTL, MAX_TTL, Identity, PeerRegistry
 from ._registry import _Entry as RegistryEntry
 from ._runtimes import RuntimeBuildError
 
 __all__ = [
+    "CALL_PEER_SPEC",
+    "DEFAULT_MAX_PEER_CALLS",
+    "DEFAULT_MAX_TOOL_ROUNDS",
     "DEFAULT_SESSION_IDLE_TIMEOUT",
     "DEFAULT_TTL",
     "MAX_INJECT_BYTES",
@@ -57,6 +66,7 @@ __all__ = [
     "Agent",
     "AgentHost",
     "Identity",
+    "ModelAgent",
     "MultiAgentHost",
     "PeerRegistry",
     "RegistryEntry",

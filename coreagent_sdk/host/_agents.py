@@ -79,6 +79,7 @@ class Turn:
         runtime: The agent's runtime (what its host's `RuntimeCache` built from its
             persona, skills and secrets), leased for this turn; None when the host has
             no runtimes.
+        tokens_in: Input tokens a model reported (`add_usage`); None: the host estimates them.
     """
 
     def __init__(
@@ -99,6 +100,14 @@ class Turn:
         self.messages = tuple(messages) if messages else (prompt,)
         self.tokens_out = 0
         self.runtime: Any = None
+        self.tokens_in: int | None = None
+
+    def add_usage(self, input_tokens: int, output_tokens: int) -> None:
+        """Count tokens a model reported: `turn-complete` then carries these, not estimates."""
+        if self.tokens_in is None:  # the first report replaces the estimates made so far
+            self.tokens_in, self.tokens_out = 0, 0
+        self.tokens_in += input_tokens
+        self.tokens_out += output_tokens
 
     @property
     def session_id(self) -> str:
@@ -131,7 +140,8 @@ class Turn:
 
     async def say(self, text: str) -> None:
         """The final model answer (non-partial text, no function call): ends the turn's text."""
-        self.tokens_out += max(1, len(text) // 4)
+        if self.tokens_in is None:  # no model reported usage: estimate it
+            self.tokens_out += max(1, len(text) // 4)
         self._event([Part(text=text)])
         await asyncio.sleep(0)
 
@@ -186,12 +196,16 @@ class Turn:
         """
         return (await self.call_peers([(peer, prompt)]))[0]
 
-    async def call_peers(self, calls: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+    async def call_peers(
+        self, calls: Sequence[tuple[str, str]], *, text: str = ""
+    ) -> list[dict[str, Any]]:
         """Several `call_peer` calls at once: one model event with every function call (as a
-        model asks for parallel tools), one event with every response, in the same order."""
+        model asks for parallel tools), one event with every response, in the same order.
+        `text`, when given, is the model's words in the calls' event, before them."""
         ids = [f"call-{uuid.uuid4().hex[:16]}" for _ in calls]
         self._event(
-            [
+            ([Part(text=text)] if text else [])
+            + [
                 Part(
                     function_call=FunctionCall(
                         name=CALL_PEER_TOOL, args={"peer": peer, "prompt": prompt}, id=call_id
@@ -202,7 +216,7 @@ class Turn:
         )
         await asyncio.sleep(0)
         responses = list(
-            await asyncio.gather(*(self._session.call_peer(peer, text) for peer, text in calls))
+            await asyncio.gather(*(self._session.call_peer(peer, asked) for peer, asked in calls))
         )
         self._event(
             [

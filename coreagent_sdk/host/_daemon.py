@@ -262,7 +262,7 @@ class _Session:
             if self.daemon.on_agent_error is not None:
                 self.daemon.on_agent_error(exc)
             return None
-        tokens_in = max(1, len(prompt) // 4)
+        tokens_in = turn.tokens_in if turn.tokens_in is not None else max(1, len(prompt) // 4)
         self.tokens_in += tokens_in
         self.tokens_out += turn.tokens_out
         self.turns += 1

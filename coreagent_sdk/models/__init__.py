@@ -24,6 +24,8 @@ from __future__ import annotations
 from ._anthropic import AnthropicModel
 from ._openai import OpenAIChatModel
 from ._protocol import ROLES, Message, Model, ModelError, ModelReply, ToolCall, ToolSpec, Usage
+from ._scripted import Rule, ScriptedModel, ScriptState, when
+from ._tools import Skill, Tool
 
 __all__ = [
     "ROLES",
@@ -33,7 +35,13 @@ __all__ = [
     "ModelError",
     "ModelReply",
     "OpenAIChatModel",
+    "Rule",
+    "ScriptState",
+    "ScriptedModel",
+    "Skill",
+    "Tool",
     "ToolCall",
     "ToolSpec",
     "Usage",
+    "when",
 ]

@@ -1,0 +1,401 @@
+"""`ModelAgent`: a model in the daemon's turn loop, with `call_peer` among its tools.
+
+A core-agent daemon's turn is a loop: the model reads the system prompt (the
+persona), the user's message and every tool result so far, and either
+answers or asks for tools; the tools run and their results go back to the
+model. `ModelAgent` runs that loop on a `Turn`, so the same agent runs on
+the host in production, in the simulator's fleets and in tests with a
+`ScriptedModel`.
+
+The bounds are ours to make explicit where a daemon relies on its watchdog:
+at most `max_tool_rounds` rounds of tools, at most `max_peer_calls`
+`call_peer` calls in one round, and `turn_timeout` for the whole turn. A
+bound hit ends the turn with a `turn-error` naming the bound and the
+setting to change (kind ``watchdog``, as the daemon's runaway guard ends a
+turn; the deadline is ``transient_network`` and retryable, as a daemon
+reports a turn that ran out of time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from .._builder import RuntimeSpec
+from .._scrub import register, scrub
+from .._wire import AgentEvent, Content, FunctionCall, FunctionResponse, Part
+from ..models._protocol import Message, Model, ModelError, ModelReply, ToolCall, ToolSpec
+from ..models._tools import Skill, Tool
+from ._agents import CALL_PEER_TOOL, Turn
+
+__all__ = ["CALL_PEER_SPEC", "DEFAULT_MAX_PEER_CALLS", "DEFAULT_MAX_TOOL_ROUNDS", "ModelAgent"]
+
+DEFAULT_MAX_TOOL_ROUNDS = 16
+"""Rounds of tool calls a `ModelAgent` turn may make unless `max_tool_rounds=` says otherwise."""
+DEFAULT_MAX_PEER_CALLS = 8
+"""`call_peer` calls one model reply may ask for unless `max_peer_calls=` says otherwise."""
+
+CALL_PEER_SPEC = ToolSpec(
+    CALL_PEER_TOOL,
+    "Hand a request to another agent of the fleet, by its registered name, and get its "
+    "answer back.\n\nUse it when the work belongs to an agent that can see what this one "
+    "cannot. The peer answers in a new session of its own and knows nothing of this "
+    "conversation, so the prompt must stand on its own.\n\nPeers register and expire, so "
+    "they are not listed here: call with an empty peer name and the error lists the peers "
+    "registered now. The result holds the peer's answer and the id of the session it ran in.",
+    {
+        "type": "object",
+        "properties": {
+            "peer": {
+                "type": "string",
+                "description": "The name of a registered peer agent (empty: the error lists "
+                "the registered peers).",
+            },
+            "prompt": {
+                "type": "string",
+                "description": "The request for the peer, complete in itself: the peer sees "
+                "none of this conversation.",
+            },
+        },
+        "required": ["peer", "prompt"],
+    },
+)
+"""The `call_peer` tool as a `ModelAgent`'s model is offered it (the daemon's: peer, prompt)."""
+
+_event_ids = itertools.count(1)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _positive(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"ModelAgent: {name} must be an int >= 0, got {value!r}")
+    return value
+
+
+def _response(value: Any) -> dict[str, Any]:
+    """A tool's return value as a function response: a dict as is, anything else as `result`."""
+    if not (isinstance(value, dict) and all(isinstance(k, str) for k in value)):
+        value = {"result": value}
+    # Scrubbed at the one chokepoint: a tool that echoes its secret does not leak it to
+    # the model, the events or a recording.
+    text = scrub(json.dumps(value, default=str))
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+class ModelAgent:
+    """An agent whose turns a model drives: the daemon's loop of model, tools, model.
+
+        agent = ModelAgent(model, persona="You route questions to the right specialist.")
+        host = AgentHost("router", behavior=agent, directory=...)
+
+    Each turn: the system prompt (the persona, then each skill's
+    instructions), the user's message, then model -> tool calls -> tool
+    results -> model until the model answers; its answer is the turn's.
+
+    Tools: `call_peer` (the host's, through `Turn.call_peers`, so a model
+    delegates by name, several peers at once in one reply, and an unknown
+    name answers with the registered peers) and Python functions, given
+    loose (`tools=`) or owned by `skills=`. A failed tool goes back to the
+    model as ``{"error": ...}``. The events are the ADK shapes a daemon
+    emits, and `turn-complete` carries the tokens the model reported.
+
+    Args:
+        model: Any `Model` (a `ScriptedModel`, an adapter, a recording).
+        persona: The system prompt (empty: "You are <agent name>.").
+        tools: Python functions (or `Tool`s) every turn may call.
+        skills: `Skill`s: their tools, and their secrets for those tools only.
+        secrets: The secrets the skills draw from, by name (never shown).
+        call_peer: Offer the `call_peer` tool (off: a model with local tools only).
+        max_tool_rounds: Rounds of tool calls allowed in one turn.
+        max_peer_calls: `call_peer` calls allowed in one model reply.
+        turn_timeout: Seconds a whole turn may take (None: no bound of its own).
+
+    Attributes:
+        model: The model it asks.
+        persona: Its persona (the system prompt's first part).
+        skills: Its skills.
+        call_peer: Whether `call_peer` is offered.
+        max_tool_rounds: Rounds of tool calls allowed in one turn.
+        max_peer_calls: `call_peer` calls allowed in one model reply.
+        turn_timeout: Seconds a whole turn may take, or None.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        persona: str = "",
+        tools: Iterable[Callable[..., Any] | Tool] = (),
+        skills: Iterable[Skill] = (),
+        secrets: Mapping[str, str] | None = None,
+        call_peer: bool = True,
+        max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
+        max_peer_calls: int = DEFAULT_MAX_PEER_CALLS,
+        turn_timeout: float | None = None,
+    ) -> None:
+        if not callable(getattr(model, "complete", None)):
+            raise TypeError(
+                f"ModelAgent: {model!r} is not a model (it has no async complete(messages, "
+                "tools)); give a ScriptedModel, an adapter, or your own Model"
+            )
+        if turn_timeout is not None and not turn_timeout > 0:
+            raise ValueError(
+                f"ModelAgent: turn_timeout must be seconds > 0 or None, got {turn_timeout!r}"
+            )
+        self.model = model
+        self.persona = persona.strip()
+        self.call_peer = call_peer
+        self.max_tool_rounds = _positive("max_tool_rounds", max_tool_rounds)
+        self.max_peer_calls = _positive("max_peer_calls", max_peer_calls)
+        self.turn_timeout = turn_timeout
+        self.skills = tuple(skills)
+        given = dict(secrets or {})
+        # Each tool and the secrets it may see: a skill's tools only their skill's.
+        self._tools: dict[str, tuple[Tool, Mapping[str, str]]] = {}
+        for fn in tools:
+            self._add(fn if isinstance(fn, Tool) else Tool.from_function(fn), {})
+        for skill in self.skills:
+            if not isinstance(skill, Skill):
+                raise TypeError(
+                    f"ModelAgent: skills must be Skill values, got {skill!r}; "
+                    "build them with Skill(name, tools=[...], secrets=[...])"
+                )
+            scoped = {name: given[name] for name in skill.secrets if name in given}
+            for value in scoped.values():
+                register(value)
+            for tool in skill.tools:
+                self._add(tool, scoped)
+        self._specs = ((CALL_PEER_SPEC,) if call_peer else ()) + tuple(
+            tool.spec for tool, _ in self._tools.values()
+        )
+
+    def _add(self, tool: Tool, secrets: Mapping[str, str]) -> None:
+        if (tool.name == CALL_PEER_TOOL and self.call_peer) or tool.name in self._tools:
+            raise ValueError(
+                f"ModelAgent: two tools are named {tool.name!r}; "
+                "rename one with Tool.from_function(fn, name=...)"
+            )
+        self._tools[tool.name] = (tool, secrets)
+
+    @classmethod
+    def from_spec(
+        cls, spec: RuntimeSpec, model: Model | Callable[[RuntimeSpec], Model], **options: Any
+    ) -> ModelAgent:
+        """The agent an `AgentBuilder` spec describes: its persona, its skills' tools and secrets.
+
+        Use it as a `BuilderConfig` factory, with a `skill_catalog` of `Skill`s:
+        ``factory=lambda spec: ModelAgent.from_spec(spec, model)``. `model` may
+        be a function of the spec (a model per `spec.model`).
+
+        Raises:
+            TypeError: A skill of the spec is not a `Skill`.
+        """
+        skills = []
+        for name in spec.skills:
+            skill = spec.skill_defs.get(name)
+            if not isinstance(skill, Skill):
+                raise TypeError(
+                    f"ModelAgent: skill {name!r} of agent {spec.agent_id!r} is "
+                    f"{type(skill).__name__}, not a Skill; make the builder's skill_catalog "
+                    "map names to Skill(name, tools=[...], secrets=[...])"
+                )
+            skills.append(skill)
+        chosen = model if isinstance(model, Model) else model(spec)
+        return cls(
+            chosen,
+            persona=spec.system_prompt,
+            skills=skills,
+            secrets=spec.secrets,
+            **options,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"ModelAgent({self.model!r}, tools=[{', '.join(s.name for s in self._specs)}], "
+            f"max_tool_rounds={self.max_tool_rounds}, max_peer_calls={self.max_peer_calls})"
+        )
+
+    @property
+    def tools(self) -> tuple[ToolSpec, ...]:
+        """The tools the model is offered, `call_peer` first."""
+        return self._specs
+
+    def system_prompt(self, agent: str) -> str:
+        """The system prompt of agent `agent`: its persona, then its skills' instructions."""
+        parts = [self.persona or f"You are {agent}."]
+        parts += [s.instructions.strip() for s in self.skills if s.instructions.strip()]
+        return "\n\n".join(parts)
+
+    async def __call__(self, turn: Turn) -> None:
+        """Run one turn of the loop on `turn`."""
+        if self.turn_timeout is None:
+            await self._loop(turn)
+            return
+        try:
+            await asyncio.wait_for(self._loop(turn), self.turn_timeout)
+        except asyncio.TimeoutError:
+            await turn.error(
+                "transient_network",
+                f"ModelAgent: the turn did not finish within turn_timeout={self.turn_timeout:g}s; "
+                "raise ModelAgent(turn_timeout=...) or ask for less in one turn",
+                retryable=True,
+                code="turn_timeout",
+            )
+
+    async def _loop(self, turn: Turn) -> None:
+        messages = [Message.system(self.system_prompt(turn.agent)), Message.user(turn.prompt)]
+        rounds = 0
+        while True:
+            reply = await self._ask(turn, messages)
+            turn.add_usage(reply.usage.input_tokens, reply.usage.output_tokens)
+            if not reply.tool_calls:
+                await turn.say(reply.text)
+                return
+            if rounds >= self.max_tool_rounds:
+                await turn.error(
+                    "watchdog",
+                    f"ModelAgent: the model asked for tool round {rounds + 1}, over "
+                    f"max_tool_rounds={self.max_tool_rounds}; raise "
+                    "ModelAgent(max_tool_rounds=...) if the task needs more rounds",
+                    code="max_tool_rounds",
+                )
+            rounds += 1
+            asked = sum(1 for c in reply.tool_calls if c.name == CALL_PEER_TOOL)
+            if self.call_peer and asked > self.max_peer_calls:
+                await turn.error(
+                    "watchdog",
+                    f"ModelAgent: the model asked for {asked} call_peer calls in one reply, over "
+                    f"max_peer_calls={self.max_peer_calls}; raise ModelAgent(max_peer_calls=...) "
+                    "to allow more at once",
+                    code="max_peer_calls",
+                )
+            messages.append(Message.assistant(reply.text, reply.tool_calls))
+            messages.extend(await self._round(turn, reply))
+
+    async def _ask(self, turn: Turn, messages: Sequence[Message]) -> ModelReply:
+        try:
+            reply = await self.model.complete(tuple(messages), self._specs)
+        except ModelError as exc:
+            await turn.error(
+                exc.kind,
+                scrub(f"ModelAgent: the model failed: {exc}"),
+                retryable=exc.retryable,
+                code=str(exc.status) if exc.status is not None else None,
+            )
+            raise  # unreachable: turn.error raises
+        except Exception as exc:
+            await turn.error(
+                "unknown", scrub(f"ModelAgent: the model raised {exc!r}"), retryable=False
+            )
+            raise  # unreachable
+        if not isinstance(reply, ModelReply):
+            await turn.error(
+                "unknown",
+                f"ModelAgent: the model returned {type(reply).__name__}, not a ModelReply; "
+                "complete() must return coreagent_sdk.models.ModelReply",
+            )
+        return reply
+
+    async def _round(self, turn: Turn, reply: ModelReply) -> list[Message]:
+        """Run one reply's tool calls (peers and local tools at once); their results, in order."""
+        peers: list[ToolCall] = []
+        local: list[ToolCall] = []
+        for call in reply.tool_calls:
+            args = call.arguments
+            if (
+                self.call_peer
+                and call.name == CALL_PEER_TOOL
+                and isinstance(args.get("peer"), str)
+                and isinstance(args.get("prompt"), str)
+                and set(args) <= {"peer", "prompt"}
+            ):
+                peers.append(call)
+            else:
+                local.append(call)
+        text = reply.text
+        if local:
+            # The model's words and its local calls, one event (the peers' event follows).
+            await self._emit(
+                turn,
+                ([Part(text=text)] if text else [])
+                + [
+                    Part(function_call=FunctionCall(name=c.name, args=dict(c.arguments), id=c.id))
+                    for c in local
+                ],
+            )
+            text = ""
+
+        async def run_peers() -> list[dict[str, Any]]:
+            if not peers:
+                return []
+            pairs = [(str(c.arguments["peer"]), str(c.arguments["prompt"])) for c in peers]
+            return await turn.call_peers(pairs, text=text)
+
+        async def run_local() -> list[dict[str, Any]]:
+            if not local:
+                return []
+            done = list(await asyncio.gather(*(self._run_tool(c) for c in local)))
+            await self._emit(
+                turn,
+                [
+                    Part(function_response=FunctionResponse(name=c.name, response=r, id=c.id))
+                    for c, r in zip(local, done, strict=True)
+                ],
+                role="user",
+            )
+            return done
+
+        peer_results, local_results = await asyncio.gather(run_peers(), run_local())
+        by_id = {
+            id(c): r
+            for c, r in itertools.chain(
+                zip(peers, peer_results, strict=True), zip(local, local_results, strict=True)
+            )
+        }
+        return [
+            Message.tool_result(
+                c, json.dumps(by_id[id(c)], default=str), is_error="error" in by_id[id(c)]
+            )
+            for c in reply.tool_calls
+        ]
+
+    async def _run_tool(self, call: ToolCall) -> dict[str, Any]:
+        entry = self._tools.get(call.name)
+        if entry is None:
+            if call.name == CALL_PEER_TOOL and self.call_peer:
+                return {
+                    "error": f"call_peer: give peer and prompt as strings, got "
+                    f"{json.dumps(dict(call.arguments), default=str)[:200]}"
+                }
+            offered = ", ".join(s.name for s in self._specs) or "none"
+            return {"error": f"ModelAgent: no tool named {call.name!r} (tools: {offered})"}
+        tool, secrets = entry
+        try:
+            tool.check(call.arguments)
+        except ValueError as exc:  # the model's arguments do not fit the schema
+            return {"error": scrub(str(exc))}
+        try:
+            value = await tool.run(call.arguments, secrets=secrets)
+        except Exception as exc:
+            return {"error": scrub(f"{tool.name}: raised {type(exc).__name__}: {exc}")}
+        return _response(value)
+
+    @staticmethod
+    async def _emit(turn: Turn, parts: Sequence[Part], role: str = "model") -> None:
+        await turn.emit(
+            AgentEvent(
+                content=Content(role=role, parts=tuple(parts)),
+                id=f"m-{next(_event_ids)}",
+                timestamp=_now(),
+                invocation_id=turn.invocation_id,
+                author=turn.agent,
+            )
+        )

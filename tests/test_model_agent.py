@@ -1,0 +1,531 @@
+"""ModelAgent: the daemon's loop of model, tools, model, run on the agent host."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import pytest
+
+from coreagent_sdk import (
+    ASGITransport,
+    AttachClient,
+    Peer,
+    RoutingTransport,
+    StaticDirectory,
+    TurnComplete,
+    TurnError,
+    UsageUpdate,
+)
+from coreagent_sdk.host import (
+    CALL_PEER_SPEC,
+    DEFAULT_MAX_PEER_CALLS,
+    DEFAULT_MAX_TOOL_ROUNDS,
+    AgentHost,
+    ModelAgent,
+    Turn,
+)
+from coreagent_sdk.models import (
+    Message,
+    ModelError,
+    ModelReply,
+    ScriptedModel,
+    ScriptState,
+    Skill,
+    ToolCall,
+    ToolSpec,
+    Usage,
+    when,
+)
+
+
+@attrs.define
+class Outcome:
+    """What a caller saw of one turn: its agent events, and how it ended."""
+
+    events: list[Any]
+    complete: TurnComplete | None = None
+    error: TurnError | None = None
+    usage: UsageUpdate | None = None
+
+    @property
+    def answer(self) -> str:
+        said = [e for e in self.events if e.author != "user" and e.text and not e.has_function]
+        return str(said[-1].text) if said else ""
+
+    def calls(self) -> list[Any]:
+        return [p.function_call for e in self.events for p in e.content.parts if p.function_call]
+
+    def responses(self) -> list[Any]:
+        return [
+            p.function_response for e in self.events for p in e.content.parts if p.function_response
+        ]
+
+
+async def run_turn(host: AgentHost, prompt: str, *, limit: float = 10) -> Outcome:
+    """Ask `host` in-process and read its stream until the turn ends (and its usage-update)."""
+    async with AttachClient("http://asker.test", transport=ASGITransport(host.app)) as client:
+        session = await client.new_session()
+        outcome = Outcome([])
+
+        async def read() -> None:
+            async with client.events(session) as frames:
+                await client.inject(session, prompt)
+                ended = False
+                async for frame in frames:
+                    name = type(frame).__name__
+                    if name == "AgentFrame":
+                        outcome.events.append(frame.event)
+                    elif isinstance(frame, TurnComplete):
+                        outcome.complete, ended = frame, True
+                    elif isinstance(frame, TurnError):
+                        outcome.error = frame
+                        return
+                    elif isinstance(frame, UsageUpdate) and ended:
+                        outcome.usage = frame
+                        return
+
+        await asyncio.wait_for(read(), limit)
+    return outcome
+
+
+class Counting:
+    """A peer that answers with the prompt upper-cased and counts its turns."""
+
+    def __init__(self) -> None:
+        self.turns = 0
+
+    async def __call__(self, turn: Turn) -> None:
+        self.turns += 1
+        await turn.say(turn.prompt.upper())
+
+
+def hosted(agent: ModelAgent, *peers: str) -> tuple[AgentHost, dict[str, Counting]]:
+    """`agent` on a host whose `call_peer` reaches in-process peers named `peers`."""
+    counters = {name: Counting() for name in peers}
+    routes = RoutingTransport(
+        {
+            f"{name}.test": ASGITransport(
+                AgentHost(name, behavior=counter, session_rate_limit=None).app
+            )
+            for name, counter in counters.items()
+        }
+    )
+    directory = StaticDirectory([Peer(name, f"http://{name}.test") for name in peers])
+    host = AgentHost("router", behavior=agent, directory=directory, peer_transport=routes)
+    return host, counters
+
+
+class Rounds:
+    """A model asking for `rounds` rounds of `per_round` peer calls, then answering."""
+
+    def __init__(self, rounds: int, per_round: int = 1, peer: str = "helper") -> None:
+        self.rounds, self.per_round, self.peer = rounds, per_round, peer
+        self.requests = 0
+
+    async def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelReply:
+        self.requests += 1
+        done = sum(1 for m in messages if m.role == "assistant")
+        if done >= self.rounds:
+            return ModelReply(text=f"done after {done}", usage=Usage(10, 2))
+        calls = [
+            ToolCall(f"c{done}-{i}", "call_peer", {"peer": self.peer, "prompt": f"r{done}"})
+            for i in range(self.per_round)
+        ]
+        return ModelReply(tool_calls=calls, usage=Usage(10, 2))
+
+
+async def test_a_scripted_router_delegates_by_name_and_answers_with_the_peers_answer() -> None:
+    model = ScriptedModel(when("disk").ask("storage", "disks for: {prompt}"))
+    host, peers = hosted(ModelAgent(model, persona="You route."), "storage", "compute")
+
+    outcome = await run_turn(host, "how full is the disk?")
+
+    assert outcome.answer == "storage: DISKS FOR: HOW FULL IS THE DISK?"
+    assert (peers["storage"].turns, peers["compute"].turns) == (1, 0)
+    (call,) = outcome.calls()
+    assert (call.name, dict(call.args)) == (
+        "call_peer",
+        {"peer": "storage", "prompt": "disks for: how full is the disk?"},
+    )
+    (response,) = outcome.responses()
+    assert response.id == call.id and response.response["peer"] == "storage"
+    await host.aclose()
+
+
+async def test_the_model_reads_the_persona_the_prompt_and_each_tool_result_in_order() -> None:
+    seen: list[tuple[Message, ...]] = []
+    offered: list[tuple[str, ...]] = []
+
+    class Watching(Rounds):
+        async def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:
+            seen.append(tuple(messages))
+            offered.append(tuple(t.name for t in tools))
+            return await super().complete(messages, tools)
+
+    host, _ = hosted(ModelAgent(Watching(1), persona="Be brief."), "helper")
+    await run_turn(host, "hi")
+
+    first, second = seen
+    assert [(m.role, m.text) for m in first] == [("system", "Be brief."), ("user", "hi")]
+    assert [m.role for m in second] == ["system", "user", "assistant", "tool"]
+    assert second[3].tool_call_id == "c0-0" and not second[3].is_error
+    assert json.loads(second[3].text)["response"] == "R0"
+    assert offered == [("call_peer",), ("call_peer",)]
+    await host.aclose()
+
+
+async def test_without_a_persona_the_system_prompt_names_the_agent() -> None:
+    agent = ModelAgent(ScriptedModel())
+    assert agent.system_prompt("router") == "You are router."
+
+
+async def test_turn_complete_and_usage_update_carry_the_tokens_the_model_reported() -> None:
+    host, _ = hosted(ModelAgent(Rounds(2)), "helper")
+
+    outcome = await run_turn(host, "a prompt long enough to estimate differently " * 10)
+
+    assert outcome.complete is not None and outcome.usage is not None
+    # Three model replies of Usage(10, 2): no estimate from the prompt's length.
+    assert (outcome.complete.tokens_in, outcome.complete.tokens_out) == (30, 6)
+    assert (outcome.usage.tokens_in_total, outcome.usage.tokens_out_total) == (30, 6)
+    await host.aclose()
+
+
+@pytest.mark.parametrize("limit", [0, 1, 3])
+async def test_max_tool_rounds_allows_exactly_that_many_rounds(limit: int) -> None:
+    model = Rounds(limit)
+    host, peers = hosted(ModelAgent(model, max_tool_rounds=limit), "helper")
+
+    outcome = await run_turn(host, "go")
+
+    assert outcome.error is None and outcome.answer == f"done after {limit}"
+    assert peers["helper"].turns == limit
+    await host.aclose()
+
+
+@pytest.mark.parametrize("limit", [0, 1, 3])
+async def test_one_round_over_max_tool_rounds_is_a_watchdog_turn_error_naming_the_setting(
+    limit: int,
+) -> None:
+    model = Rounds(limit + 1)
+    host, peers = hosted(ModelAgent(model, max_tool_rounds=limit), "helper")
+
+    outcome = await run_turn(host, "go")
+
+    assert outcome.error is not None and outcome.complete is None
+    assert (outcome.error.kind, outcome.error.code, outcome.error.retryable) == (
+        "watchdog",
+        "max_tool_rounds",
+        False,
+    )
+    assert f"max_tool_rounds={limit}" in outcome.error.message
+    assert "ModelAgent(max_tool_rounds=...)" in outcome.error.message
+    assert peers["helper"].turns == limit  # the refused round called nobody
+    assert model.requests == limit + 1
+    await host.aclose()
+
+
+async def test_the_default_bounds_are_the_documented_ones() -> None:
+    agent = ModelAgent(Rounds(0))
+    assert (agent.max_tool_rounds, agent.max_peer_calls) == (
+        DEFAULT_MAX_TOOL_ROUNDS,
+        DEFAULT_MAX_PEER_CALLS,
+    )
+    host, _ = hosted(ModelAgent(Rounds(DEFAULT_MAX_TOOL_ROUNDS + 1)), "helper")
+    outcome = await run_turn(host, "go")
+    assert outcome.error is not None and outcome.error.code == "max_tool_rounds"
+    await host.aclose()
+
+
+@pytest.mark.parametrize("limit", [1, 4])
+async def test_max_peer_calls_allows_that_many_calls_in_one_reply_in_parallel(limit: int) -> None:
+    host, peers = hosted(ModelAgent(Rounds(1, per_round=limit), max_peer_calls=limit), "helper")
+
+    outcome = await run_turn(host, "go")
+
+    assert outcome.error is None and peers["helper"].turns == limit
+    events_with_calls = [e for e in outcome.events if any(p.function_call for p in e.content.parts)]
+    assert len(events_with_calls) == 1  # one model event holds every call of the reply
+    assert len(outcome.calls()) == limit
+    await host.aclose()
+
+
+@pytest.mark.parametrize("limit", [1, 4])
+async def test_one_call_over_max_peer_calls_is_refused_before_any_call(limit: int) -> None:
+    host, peers = hosted(ModelAgent(Rounds(1, per_round=limit + 1), max_peer_calls=limit), "helper")
+
+    outcome = await run_turn(host, "go")
+
+    assert outcome.error is not None
+    assert (outcome.error.kind, outcome.error.code) == ("watchdog", "max_peer_calls")
+    assert f"{limit + 1} call_peer calls" in outcome.error.message
+    assert f"max_peer_calls={limit}" in outcome.error.message
+    assert peers["helper"].turns == 0
+    await host.aclose()
+
+
+async def test_max_peer_calls_counts_per_reply_not_per_turn() -> None:
+    host, peers = hosted(ModelAgent(Rounds(3, per_round=2), max_peer_calls=2), "helper")
+    outcome = await run_turn(host, "go")
+    assert outcome.error is None and peers["helper"].turns == 6
+    await host.aclose()
+
+
+class Stuck:
+    """A model that answers only when released."""
+
+    def __init__(self, replies_before: int = 0) -> None:
+        self.release = asyncio.Event()
+        self.replies_before = replies_before
+        self.requests = 0
+
+    async def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelReply:
+        self.requests += 1
+        if self.requests <= self.replies_before:
+            return ModelReply(
+                tool_calls=[
+                    ToolCall(f"c{self.requests}", "call_peer", {"peer": "helper", "prompt": "x"})
+                ]
+            )
+        await self.release.wait()
+        return ModelReply(text="late")
+
+
+async def test_a_turn_past_turn_timeout_is_a_retryable_turn_error_naming_the_setting() -> None:
+    model = Stuck(replies_before=1)  # one round spent, then the model hangs
+    host, peers = hosted(ModelAgent(model, turn_timeout=0.2), "helper")
+
+    outcome = await run_turn(host, "go")
+
+    assert outcome.error is not None
+    assert (outcome.error.kind, outcome.error.code, outcome.error.retryable) == (
+        "transient_network",
+        "turn_timeout",
+        True,
+    )
+    assert "turn_timeout=0.2s" in outcome.error.message
+    assert peers["helper"].turns == 1 and model.requests == 2
+    await host.aclose()
+
+
+async def test_a_turn_within_turn_timeout_answers() -> None:
+    host, _ = hosted(ModelAgent(Rounds(2), turn_timeout=5), "helper")
+    outcome = await run_turn(host, "go")
+    assert outcome.error is None and outcome.answer == "done after 2"
+    await host.aclose()
+
+
+class Recovering:
+    """A model that guesses a peer name, reads the roster from the error, and asks again."""
+
+    def __init__(self) -> None:
+        self.roster: list[str] = []
+
+    async def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelReply:
+        results = [m for m in messages if m.role == "tool"]
+        if not results:
+            return ModelReply(
+                tool_calls=[ToolCall("a", "call_peer", {"peer": "db", "prompt": "q"})]
+            )
+        last = json.loads(results[-1].text)
+        if "error" in last:
+            self.roster = re.findall(r'"([^"]+)"', last["error"].split("registered:")[1])
+            pick = next(name for name in self.roster if "storage" in name)
+            return ModelReply(
+                tool_calls=[ToolCall("b", "call_peer", {"peer": pick, "prompt": "q"})]
+            )
+        return ModelReply(text=f"{last['peer']} says {last['response']}")
+
+
+async def test_a_model_asking_an_unknown_peer_sees_the_roster_and_recovers() -> None:
+    model = Recovering()
+    host, peers = hosted(ModelAgent(model), "storage-1", "compute-1")
+
+    outcome = await run_turn(host, "go")
+
+    assert outcome.answer == "storage-1 says Q"
+    assert model.roster == ["compute-1", "storage-1"]
+    first, second = outcome.responses()
+    assert set(first.response) == {"error"} and 'unknown peer "db"' in first.response["error"]
+    assert second.response["peer"] == "storage-1"
+    assert peers["storage-1"].turns == 1
+    await host.aclose()
+
+
+async def test_a_scripted_step_can_read_the_roster_from_an_empty_peer_name() -> None:
+    def pick(state: ScriptState) -> list[ToolCall]:
+        roster = json.loads(state.last[0].text)["error"]
+        name = re.findall(r'"([^"]+)"', roster.split("registered:")[1])[0]
+        return [ToolCall("b", "call_peer", {"peer": name, "prompt": "hello"})]
+
+    model = ScriptedModel(when().ask("", "who is there?").step(pick))
+    host, peers = hosted(ModelAgent(model), "only-one")
+    outcome = await run_turn(host, "go")
+    assert outcome.answer.endswith("only-one: HELLO")
+    assert 'peer is required (registered: "only-one")' in outcome.answer
+    assert peers["only-one"].turns == 1
+    await host.aclose()
+
+
+@pytest.mark.parametrize(
+    ("kind", "retryable"), [("rate_limited", True), ("auth_error", False), ("config_error", False)]
+)
+async def test_a_model_error_is_the_turns_error_with_its_kind_and_retryable(
+    kind: str, retryable: bool
+) -> None:
+    class Failing:
+        async def complete(self, messages: Any, tools: Any) -> ModelReply:
+            raise ModelError("the API said no", kind=kind, retryable=retryable, status=429)
+
+    host, _ = hosted(ModelAgent(Failing()), "helper")
+    outcome = await run_turn(host, "go")
+    assert outcome.error is not None
+    assert (outcome.error.kind, outcome.error.retryable, outcome.error.code) == (
+        kind,
+        retryable,
+        "429",
+    )
+    assert "the API said no" in outcome.error.message
+    await host.aclose()
+
+
+async def test_a_scripted_model_without_a_matching_rule_ends_the_turn_saying_so() -> None:
+    host, _ = hosted(ModelAgent(ScriptedModel(when("disk").answer("ok"))), "helper")
+    outcome = await run_turn(host, "what about cpu?")
+    assert outcome.error is not None and outcome.error.kind == "config_error"
+    assert "no rule matches the prompt 'what about cpu?'" in outcome.error.message
+    assert "when('disk')" in outcome.error.message
+    await host.aclose()
+
+
+async def test_a_model_that_raises_is_an_unknown_turn_error_not_a_hang() -> None:
+    class Broken:
+        async def complete(self, messages: Any, tools: Any) -> ModelReply:
+            raise RuntimeError("bug in the adapter")
+
+    class WrongType:
+        async def complete(self, messages: Any, tools: Any) -> Any:
+            return "just text"
+
+    for model, words in ((Broken(), "bug in the adapter"), (WrongType(), "not a ModelReply")):
+        host, _ = hosted(ModelAgent(model), "helper")
+        outcome = await run_turn(host, "go")
+        assert outcome.error is not None and outcome.error.kind == "unknown"
+        assert words in outcome.error.message
+        await host.aclose()
+
+
+def forecast(city: str, days: int = 1) -> dict[str, Any]:
+    """The weather forecast of a city.
+
+    Args:
+        city: The city's name.
+        days: How many days ahead.
+    """
+    return {"city": city, "days": days, "thread": threading.get_ident()}
+
+
+async def shout(text: str) -> str:
+    """Upper-case a text."""
+    return text.upper()
+
+
+def broken(x: int) -> int:
+    """Always fails."""
+    raise RuntimeError(f"cannot do {x}")
+
+
+async def test_python_tools_run_sync_ones_off_the_loop_and_answer_as_function_responses() -> None:
+    model = ScriptedModel(
+        when().call("forecast", city="Oslo", days=2).call("shout", text="{prompt}")
+    )
+    host, _ = hosted(ModelAgent(model, tools=[forecast, shout]), "helper")
+
+    outcome = await run_turn(host, "hey")
+
+    assert outcome.answer.splitlines()[1] == "shout: HEY"
+    first, second = outcome.responses()
+    assert first.name == "forecast" and first.response["city"] == "Oslo"
+    assert first.response["thread"] != threading.get_ident()  # ran in a worker thread
+    assert second.response == {"result": "HEY"}
+    assert [c.name for c in outcome.calls()] == ["forecast", "shout"]
+    await host.aclose()
+
+
+async def test_a_failed_tool_an_unknown_tool_and_bad_arguments_answer_with_an_error() -> None:
+    model = ScriptedModel(
+        when().step(
+            lambda state: [
+                ToolCall("1", "broken", {"x": 3}),
+                ToolCall("2", "nosuch", {}),
+                ToolCall("3", "forecast", {"town": "Oslo"}),
+                ToolCall("4", "forecast", {"city": 5}),
+            ]
+        )
+    )
+    host, _ = hosted(ModelAgent(model, tools=[broken, forecast]), "helper")
+
+    outcome = await run_turn(host, "go")
+
+    errors = [r.response["error"] for r in outcome.responses()]
+    assert errors[0] == "broken: raised RuntimeError: cannot do 3"
+    assert errors[1] == "ModelAgent: no tool named 'nosuch' (tools: call_peer, broken, forecast)"
+    assert errors[2] == "forecast: unknown argument(s) 'town'; it takes city, days"
+    assert errors[3] == "forecast: argument 'city' must be string, got int 5"
+    assert outcome.error is None  # the turn goes on: the model answers
+    assert outcome.answer.count("failed") == 4
+    await host.aclose()
+
+
+async def test_a_skills_tool_gets_its_skills_secrets_and_never_shows_them() -> None:
+    def whoami(secrets: dict[str, str]) -> str:
+        """Which secrets this tool sees (echoes one, as a careless tool might)."""
+        return f"{sorted(secrets)} {secrets.get('GH_TOKEN', '')}"
+
+    def peek(secrets: dict[str, str]) -> str:
+        """A tool of another skill."""
+        return str(sorted(secrets))
+
+    token = "ghp_" + "s3cr3t" * 6
+    skills = [
+        Skill("github", tools=[whoami], secrets=["GH_TOKEN"], instructions="Use whoami."),
+        Skill("other", tools=[peek], secrets=["OTHER"]),
+    ]
+    model = ScriptedModel(when().call("whoami").call("peek"))
+    agent = ModelAgent(
+        model, skills=skills, secrets={"GH_TOKEN": token, "OTHER": "x" * 20, "UNUSED": "y" * 20}
+    )
+    assert agent.system_prompt("a") == "You are a.\n\nUse whoami."
+    host, _ = hosted(agent, "helper")
+
+    outcome = await run_turn(host, "go")
+
+    first, second = outcome.responses()
+    assert first.response["result"] == "['GH_TOKEN'] [redacted]"
+    assert second.response["result"] == "['OTHER']"
+    assert token not in repr(outcome.events) and token not in outcome.answer
+    await host.aclose()
+
+
+def test_call_peer_is_offered_with_the_daemons_argument_names() -> None:
+    assert CALL_PEER_SPEC.name == "call_peer"
+    assert CALL_PEER_SPEC.parameters["required"] == ["peer", "prompt"]
+    assert "empty peer name" in CALL_PEER_SPEC.description
+    assert [t.name for t in ModelAgent(ScriptedModel(), call_peer=False).tools] == []
+
+
+def test_bad_settings_are_refused_naming_the_value() -> None:
+    with pytest.raises(ValueError, match="max_tool_rounds must be an int >= 0, got -1"):
+        ModelAgent(ScriptedModel(), max_tool_rounds=-1)
+    with pytest.raises(ValueError, match="turn_timeout must be seconds > 0"):
+        ModelAgent(ScriptedModel(), turn_timeout=0)
+    with pytest.raises(TypeError, match="is not a model"):
+        ModelAgent("gpt-4")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="two tools are named 'forecast'"):
+        ModelAgent(ScriptedModel(), tools=[forecast, forecast])
