@@ -264,6 +264,9 @@ class Fleet:
     def _daemon(self, name: str, **options: Any) -> Daemon:
         """A daemon on the agent host, with its own mutable `Faults` in front of it."""
         faults = self._faults[name] = Faults()
+        # `turn.call_peer` (a model-driven peer's delegations) goes through the fleet's own
+        # tool, made when first used, so the fleet records each call under its turn.
+        options.setdefault("peer_tool", self.call_peer)
         if self.raise_behavior_errors:
             options["on_agent_error"] = functools.partial(self._behavior_failed, name)
         return Daemon(name, stream_hook=faults, middleware=faults.wrap, **options)

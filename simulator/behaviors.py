@@ -8,9 +8,17 @@ runs; the host runs any of them, or your own.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
-from coreagent_sdk.host import Agent, Turn
+from coreagent_sdk.host import (
+    DEFAULT_MAX_PEER_CALLS,
+    DEFAULT_MAX_TOOL_ROUNDS,
+    Agent,
+    ModelAgent,
+    Turn,
+)
+from coreagent_sdk.models import Model, Skill, Tool
 
 from ._delegation import delegate, fan_out, join_answers
 from ._replay import replay
@@ -25,6 +33,7 @@ __all__ = [
     "fail",
     "fan_out",
     "join_answers",
+    "model",
     "narrate",
     "never_finish",
     "replay",
@@ -137,3 +146,35 @@ def custom(fn: Callable[[Turn], Awaitable[str | None]]) -> Behavior:
             await turn.say(answer)
 
     return run
+
+
+def model(
+    model: Model,
+    *,
+    tools: Iterable[Callable[..., Any] | Tool] = (),
+    persona: str = "",
+    skills: Iterable[Skill] = (),
+    secrets: Mapping[str, str] | None = None,
+    max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
+    max_peer_calls: int = DEFAULT_MAX_PEER_CALLS,
+    turn_timeout: float | None = None,
+) -> Behavior:
+    """A peer driven by `model`: the daemon's loop (`coreagent_sdk.host.ModelAgent`).
+
+        fleet.add_peer("router", behaviors.model(ScriptedModel(when("disk").ask("storage"))))
+
+    The model delegates by name with `call_peer` (through the fleet, so
+    `fleet.calls` records each delegation under the turn that made it) and
+    calls `tools`; swap the `ScriptedModel` for a real model and nothing else
+    changes.
+    """
+    return ModelAgent(
+        model,
+        persona=persona,
+        tools=tools,
+        skills=skills,
+        secrets=secrets,
+        max_tool_rounds=max_tool_rounds,
+        max_peer_calls=max_peer_calls,
+        turn_timeout=turn_timeout,
+    )

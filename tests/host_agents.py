@@ -33,3 +33,21 @@ def _many() -> Any:
 
 many = _many()
 """Three agents in one host (`python -m coreagent_sdk.host tests.host_agents:many`)."""
+
+
+def _router() -> Any:
+    # Imported here so the other agents of this module need no models.
+    from coreagent_sdk.host import ModelAgent
+    from coreagent_sdk.models import ScriptedModel, when
+
+    return ModelAgent(
+        ScriptedModel(
+            when("disk").ask("storage", "How full are the disks? {prompt}"),
+            when().answer("I route disk questions only."),
+        ),
+        persona="You route questions to the fleet's specialists.",
+    )
+
+
+model_router = _router()
+"""A model-driven router: a scripted model asks `storage` about disks."""

@@ -131,6 +131,8 @@ MODELS = {
     "ModelError",
     "ModelReply",
     "OpenAIChatModel",
+    "RecordingModel",
+    "ReplayModel",
     "Rule",
     "ScriptState",
     "ScriptedModel",

@@ -13,8 +13,11 @@ import attrs
 import pytest
 
 from coreagent_sdk import (
+    AgentBuilder,
+    AgentConfig,
     ASGITransport,
     AttachClient,
+    BuilderConfig,
     Peer,
     RoutingTransport,
     StaticDirectory,
@@ -105,7 +108,7 @@ class Counting:
         await turn.say(turn.prompt.upper())
 
 
-def hosted(agent: ModelAgent, *peers: str) -> tuple[AgentHost, dict[str, Counting]]:
+def hosted(agent: Any, *peers: str) -> tuple[AgentHost, dict[str, Counting]]:
     """`agent` on a host whose `call_peer` reaches in-process peers named `peers`."""
     counters = {name: Counting() for name in peers}
     routes = RoutingTransport(
@@ -529,3 +532,102 @@ def test_bad_settings_are_refused_naming_the_value() -> None:
         ModelAgent("gpt-4")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="two tools are named 'forecast'"):
         ModelAgent(ScriptedModel(), tools=[forecast, forecast])
+
+
+class Vault:
+    """A SecretSource: each agent's secrets, for the skills it asks with."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, tuple[str, ...]]] = []
+
+    async def resolve_secrets(self, agent_id: str, skill_names: tuple[str, ...]) -> dict[str, str]:
+        self.asked.append((agent_id, skill_names))
+        values = {"github": {"GH_TOKEN": f"ghp-{agent_id}-" + "q" * 20}, "pager": {"PD": "p" * 20}}
+        return {k: v for s in skill_names for k, v in values.get(s, {}).items()}
+
+
+def token_seen(secrets: dict[str, str]) -> str:
+    """The names of the secrets this tool was given."""
+    return ",".join(sorted(secrets)) or "none"
+
+
+def paged(secrets: dict[str, str]) -> str:
+    """The pager skill's tool."""
+    return ",".join(sorted(secrets)) or "none"
+
+
+async def test_an_agents_skills_choose_its_tools_and_their_secrets_reach_only_it() -> None:
+    catalog = {
+        "github": Skill("github", tools=[token_seen], secrets=["GH_TOKEN"]),
+        "pager": Skill("pager", tools=[paged], secrets=["PD"]),
+    }
+    vault = Vault()
+    offered: dict[str, list[str]] = {}
+
+    class Offered:
+        def __init__(self, agent: str) -> None:
+            self.agent = agent
+
+        async def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:
+            offered[self.agent] = [t.name for t in tools]
+            return ModelReply(text="ok")
+
+    builder = AgentBuilder(
+        BuilderConfig(
+            factory=lambda spec: ModelAgent.from_spec(spec, lambda s: Offered(s.agent_id)),
+            secrets=vault,
+            skill_catalog=catalog,
+        )
+    )
+    dev = await builder.build(AgentConfig("dev", "dev", persona="You code.", skills=("github",)))
+    ops = await builder.build(AgentConfig("ops", "ops", skills=("pager",)))
+
+    for agent in (dev, ops):
+        host, _ = hosted(agent, "helper")
+        await run_turn(host, "go")
+        await host.aclose()
+    assert offered == {"dev": ["call_peer", "token_seen"], "ops": ["call_peer", "paged"]}
+    assert dev.system_prompt("dev") == "You code." and ops.system_prompt("ops") == "You are ops."
+    assert vault.asked == [("dev", ("github",)), ("ops", ("pager",))]
+
+    # Each skill's tool sees its own secrets only, on its own agent only.
+    both = await builder.build(AgentConfig("both", "both", skills=("github", "pager")))
+    scripted = ScriptedModel(when().call("token_seen").call("paged"))
+    host, _ = hosted(
+        ModelAgent.from_spec(
+            await builder.spec(AgentConfig("both", "both", skills=("github", "pager"))), scripted
+        ),
+        "helper",
+    )
+    outcome = await run_turn(host, "go")
+    await host.aclose()
+    assert [r.response["result"] for r in outcome.responses()] == ["GH_TOKEN", "PD"]
+    assert [t.name for t in both.tools] == ["call_peer", "token_seen", "paged"]
+
+
+async def test_a_skill_that_is_not_a_skill_value_is_refused_naming_the_fix() -> None:
+    builder = AgentBuilder(
+        BuilderConfig(
+            factory=lambda spec: ModelAgent.from_spec(spec, ScriptedModel()),
+            skill_catalog={"github": {"tools": []}},
+        )
+    )
+    with pytest.raises(TypeError, match="skill 'github' of agent 'dev' is dict, not a Skill"):
+        await builder.build(AgentConfig("dev", "dev", skills=("github",)))
+
+
+async def test_runtime_agent_runs_the_turns_model_agent_or_says_what_it_got() -> None:
+    agent = ModelAgent(ScriptedModel(when().answer("from the runtime")))
+
+    async def with_runtime(turn: Turn) -> None:
+        turn.runtime = agent  # type: ignore[attr-defined]  # as a host with runtimes sets it
+        await ModelAgent.runtime_agent(turn)
+
+    host, _ = hosted(with_runtime, "helper")
+    assert (await run_turn(host, "go")).answer == "from the runtime"
+    await host.aclose()
+    host, _ = hosted(ModelAgent.runtime_agent, "helper")
+    outcome = await run_turn(host, "go")
+    assert outcome.error is not None and outcome.error.kind == "config_error"
+    assert "has runtime NoneType, not a ModelAgent" in outcome.error.message
+    await host.aclose()

@@ -605,6 +605,7 @@ class AgentHost:
         token_env: The environment variable holding the host's token (read when used).
         directory: Where `turn.call_peer` looks peers up (the joined hub by default).
         peer_transport: The transport of the host's own calls (None: the network).
+        peer_tool: Makes the `CallPeer` of `turn.call_peer` (None: one over `directory`).
         draining: True while a stopping host refuses new work (503).
         runtimes: The `RuntimeCache` each turn leases this agent's runtime from
             (`turn.runtime`), or None: turns get no runtime.
@@ -634,6 +635,7 @@ class AgentHost:
         token_env: str | None = None,
         directory: Directory | None = None,
         peer_transport: httpx.AsyncBaseTransport | None = None,
+        peer_tool: Callable[[], CallPeer] | None = None,
         stream_hook: StreamHook | None = None,
         middleware: Callable[[ASGIApp], ASGIApp] | None = None,
         on_agent_error: Callable[[Exception], None] | None = None,
@@ -682,6 +684,8 @@ class AgentHost:
         self.labels = dict(labels or {})
         self.token_env = token_env
         self.peer_transport = peer_transport
+        # The simulator's fleets hand their own (recorded) CallPeer to their daemons' turns.
+        self.peer_tool = peer_tool
         self._own_directory: HubDirectory | None = None
         if directory is None and self.register_to is not None:
             directory = self._own_directory = HubDirectory(
@@ -740,17 +744,22 @@ class AgentHost:
         identity. A failure is the tool's answer, as a daemon returns it to
         the model, never an exception out of the turn.
         """
-        if self.directory is None:
-            return {
-                "error": f"call_peer: host {self.name!r} has no directory of peers; give "
-                "AgentHost register_to= (the hub it joins) or directory="
-            }
-        if self._peer_tool is None:
-            self._peer_tool = CallPeer(
-                self.directory, transport=self.peer_transport, token_env=self.token_env
-            )
+        tool = self._peer_tool
+        if tool is None:
+            if self.peer_tool is not None:
+                tool = self.peer_tool()
+            elif self.directory is not None:
+                tool = CallPeer(
+                    self.directory, transport=self.peer_transport, token_env=self.token_env
+                )
+            else:
+                return {
+                    "error": f"call_peer: host {self.name!r} has no directory of peers; give "
+                    "AgentHost register_to= (the hub it joins) or directory="
+                }
+            self._peer_tool = tool
         try:
-            result = await self._peer_tool.acall(peer=peer, prompt=prompt)
+            result = await tool.acall(peer=peer, prompt=prompt)
         except (CoreAgentError, ValueError) as exc:
             return {"error": str(exc)}
         return result.to_dict()

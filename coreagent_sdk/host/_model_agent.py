@@ -217,6 +217,26 @@ class ModelAgent:
             **options,
         )
 
+    @staticmethod
+    async def runtime_agent(turn: Turn) -> None:
+        """An agent that runs the turn's runtime, when that runtime is a `ModelAgent`.
+
+        For hosts whose `RuntimeCache` builds each agent's runtime (its persona,
+        skills and secrets) with ``ModelAgent.from_spec``: pass
+        ``behavior=ModelAgent.runtime_agent`` and each turn runs its own agent's
+        `ModelAgent`, leased for the turn as `turn.runtime`.
+        """
+        runtime = getattr(turn, "runtime", None)
+        if not isinstance(runtime, ModelAgent):
+            await turn.error(
+                "config_error",
+                f"ModelAgent.runtime_agent: agent {turn.agent!r} has runtime "
+                f"{type(runtime).__name__}, not a ModelAgent; build runtimes with "
+                "BuilderConfig(factory=lambda spec: ModelAgent.from_spec(spec, model))",
+            )
+            return
+        await runtime(turn)
+
     def __repr__(self) -> str:
         return (
             f"ModelAgent({self.model!r}, tools=[{', '.join(s.name for s in self._specs)}], "

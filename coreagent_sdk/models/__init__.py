@@ -24,6 +24,7 @@ from __future__ import annotations
 from ._anthropic import AnthropicModel
 from ._openai import OpenAIChatModel
 from ._protocol import ROLES, Message, Model, ModelError, ModelReply, ToolCall, ToolSpec, Usage
+from ._recorded import RecordingModel, ReplayModel
 from ._scripted import Rule, ScriptedModel, ScriptState, when
 from ._tools import Skill, Tool
 
@@ -35,6 +36,8 @@ __all__ = [
     "ModelError",
     "ModelReply",
     "OpenAIChatModel",
+    "RecordingModel",
+    "ReplayModel",
     "Rule",
     "ScriptState",
     "ScriptedModel",
