@@ -348,7 +348,13 @@ def test_the_documented_nbconvert_options_show_a_views_html_instead_of_an_empty_
 
 
 def test_the_notebooks_and_guides_are_part_of_the_site(site: Path) -> None:
-    for stem in ("01_delegation", "02_truncation", "03_eviction", "05_your_agent"):
+    for stem in (
+        "01_delegation",
+        "02_truncation",
+        "03_eviction",
+        "05_your_agent",
+        "06_model_fleet",
+    ):
         assert (site / "notebooks" / stem / "index.html").is_file()
     for guide in (
         "delegation",
@@ -358,6 +364,7 @@ def test_the_notebooks_and_guides_are_part_of_the_site(site: Path) -> None:
         "testing",
         "joining",
         "host",
+        "model-agents",
         "protocol",
     ):
         assert (site / "guides" / guide / "index.html").is_file()

@@ -83,13 +83,14 @@ def kernel_name(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield KERNEL
 
 
-def test_there_are_five_notebooks() -> None:
+def test_there_are_six_notebooks() -> None:
     assert [p.name for p in NOTEBOOKS] == [
         "01_delegation.ipynb",
         "02_truncation.ipynb",
         "03_eviction.ipynb",
         "04_trees.ipynb",
         "05_your_agent.ipynb",
+        "06_model_fleet.ipynb",
     ]
 
 
@@ -364,3 +365,38 @@ def test_the_trees_notebook_shows_the_tree_displays_its_values_and_closes_its_fl
         "├── node-b1",  # the leading spaces are the cell's own: a parser strips them
         "└── node-b2",
     ]
+
+
+def test_the_model_fleet_notebook_routes_by_name_and_shows_the_slow_and_the_cut_specialist(
+    runs: dict[str, Run],
+) -> None:
+    done = runs["06_model_fleet"]
+    if done.error is not None:
+        raise done.error
+    code = [c for c in done.notebook.cells if c.cell_type == "code"][1:-1]  # less guard, report
+    printed = "".join(o.get("text", "") for c in code for o in c.outputs if o.get("text"))
+    assert (
+        "Status report:\nstorage: Disks are 81% full on node-3.\n"
+        "compute: CPU load is 0.62, steady.\n"
+        "logs: ERROR disk latency high on node-3 (truncated)\n"
+    ) in printed
+    trees = [
+        Page("".join(o.data["text/html"])).rows
+        for c in code
+        for o in c.outputs
+        if "".join(o.get("data", {}).get("text/plain", "")).startswith("CallTree: 6 calls")
+    ]
+    assert trees, "the tree of the first two questions is shown"
+    assert [row[0] for row in trees[0][1:]] == [
+        "router",
+        "└── storage",
+        "router",
+        "├── storage",
+        "├── compute",
+        "└── logs",
+    ]
+    used = re.findall(r"^(\w+) +in +(\d+) +out +(\d+)$", printed, re.MULTILINE)
+    assert [name for name, _, _ in used] == ["router", "storage", "compute", "logs"]
+    assert all(int(i) > 0 and int(o) > 0 for _, i, o in used)
+    assert "OpenAIChatModel(" in "".join(c.source for c in done.notebook.cells)
+    assert "aclose()" in code[-1].source
