@@ -224,6 +224,7 @@ def test_the_simulator_exports_fleet_and_behaviors() -> None:
         "fail",
         "fan_out",
         "join_answers",
+        "model",
         "narrate",
         "never_finish",
         "replay",
