@@ -20,6 +20,7 @@ from coreagent_sdk import (
     BuilderConfig,
     Peer,
     RoutingTransport,
+    RuntimeCache,
     StaticDirectory,
     TurnComplete,
     TurnError,
@@ -631,3 +632,40 @@ async def test_runtime_agent_runs_the_turns_model_agent_or_says_what_it_got() ->
     assert outcome.error is not None and outcome.error.kind == "config_error"
     assert "has runtime NoneType, not a ModelAgent" in outcome.error.message
     await host.aclose()
+
+
+async def test_on_a_host_with_runtimes_each_turn_runs_its_agents_own_skills_and_secrets() -> None:
+    class Configs:
+        async def agent_slug(self, agent_id: str) -> str:
+            return agent_id
+
+        async def load_config(self, agent_id: str) -> AgentConfig:
+            skills = {"dev": ("github",), "ops": ("pager",)}[agent_id]
+            return AgentConfig(agent_id, agent_id, persona=f"You are {agent_id}.", skills=skills)
+
+    catalog = {
+        "github": Skill("github", tools=[token_seen], secrets=["GH_TOKEN"]),
+        "pager": Skill("pager", tools=[paged], secrets=["PD"]),
+    }
+
+    def script(spec: Any) -> ScriptedModel:
+        return ScriptedModel(when().call((spec.skills[0] == "github" and "token_seen") or "paged"))
+
+    cache = RuntimeCache(
+        Configs(),
+        AgentBuilder(
+            BuilderConfig(
+                factory=lambda spec: ModelAgent.from_spec(spec, script),
+                secrets=Vault(),
+                skill_catalog=catalog,
+            )
+        ),
+    )
+    seen = {}
+    for agent_id in ("dev", "ops"):
+        host = AgentHost(agent_id, behavior=ModelAgent.runtime_agent, runtimes=cache)
+        outcome = await run_turn(host, "go")
+        seen[agent_id] = [(r.name, r.response["result"]) for r in outcome.responses()]
+        await host.aclose()
+    await cache.aclose()
+    assert seen == {"dev": [("token_seen", "GH_TOKEN")], "ops": [("paged", "PD")]}
