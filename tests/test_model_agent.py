@@ -503,7 +503,9 @@ async def test_a_skills_tool_gets_its_skills_secrets_and_never_shows_them() -> N
     ]
     model = ScriptedModel(when().call("whoami").call("peek"))
     agent = ModelAgent(
-        model, skills=skills, secrets={"GH_TOKEN": token, "OTHER": "x" * 20, "UNUSED": "y" * 20}
+        model,
+        skills=skills,
+        secrets={"GH_TOKEN": token, "OTHER": "other-7f3a9c2e51", "UNUSED": "unused-0b8d44e6a7"},
     )
     assert agent.system_prompt("a") == "You are a.\n\nUse whoami."
     host, _ = hosted(agent, "helper")
@@ -543,7 +545,10 @@ class Vault:
 
     async def resolve_secrets(self, agent_id: str, skill_names: tuple[str, ...]) -> dict[str, str]:
         self.asked.append((agent_id, skill_names))
-        values = {"github": {"GH_TOKEN": f"ghp-{agent_id}-" + "q" * 20}, "pager": {"PD": "p" * 20}}
+        values = {
+            "github": {"GH_TOKEN": f"ghp-{agent_id}-" + "5e1f9a0c3b7d"},
+            "pager": {"PD": "pd-91c0ad55e3f2"},
+        }
         return {k: v for s in skill_names for k, v in values.get(s, {}).items()}
 
 

@@ -373,7 +373,10 @@ class ModelAgent:
             )
             return done
 
-        peer_results, local_results = await asyncio.gather(run_peers(), run_local())
+        if peers and local:
+            peer_results, local_results = await asyncio.gather(run_peers(), run_local())
+        else:  # one kind of call: no tasks to spawn for the other (the common case)
+            peer_results, local_results = await run_peers(), await run_local()
         by_id = {
             id(c): r
             for c, r in itertools.chain(
