@@ -50,9 +50,10 @@ class ScriptState:
 
     def render(self, template: str) -> str:
         """`template` with ``{prompt}`` and ``{results}`` (the results, one a line) filled in."""
-        return template.replace("{prompt}", self.prompt).replace(
-            "{results}", "\n".join(_result_line(m) for m in self.results)
-        )
+        text = template.replace("{prompt}", self.prompt)
+        if "{results}" in text:  # decoding every result only when the template shows them
+            text = text.replace("{results}", "\n".join(_result_line(m) for m in self.results))
+        return text
 
 
 def _result_line(message: Message) -> str:
