@@ -334,3 +334,27 @@ async def test_the_command_serves_a_multi_agent_host_whose_agents_a_hub_resolves
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
+
+
+async def test_an_agent_the_hub_forgot_registers_again_at_its_next_heartbeat(
+    hub: tuple[str, PeerRegistry],
+) -> None:
+    hub_url, registry = hub
+    host = MultiAgentHost({"a": persona, "b": persona}, register_to=hub_url, ttl=3)
+    ready: asyncio.Future[dict[str, str]] = asyncio.get_running_loop().create_future()
+    serving = asyncio.create_task(host.serve(on_ready=ready.set_result, handle_signals=False))
+    urls = await asyncio.wait_for(ready, 10)
+    forgotten = registry.get("a")
+    assert forgotten is not None
+    registry.deregister(forgotten.registration_id, None)  # a hub restart, for agent a
+    assert registry.get("a") is None
+    for _ in range(100):  # bounded: heartbeats go out every ttl/3 = 1 s
+        again = registry.get("a")
+        if again is not None:
+            break
+        await asyncio.sleep(0.05)
+    assert again is not None and again.endpoint == urls["a"]
+    assert again.registration_id != forgotten.registration_id
+    host.stop()
+    await asyncio.wait_for(serving, 10)
+    assert list(registry.peers({})) == []
