@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import httpx
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -520,11 +520,16 @@ async def read_capped(request: Request, limit: int) -> bytes | Response:
     """
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return _text(400, f"request body too large (max {limit} bytes)")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                return _text(400, f"request body too large (max {limit} bytes)")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        # The caller left mid-body: nobody reads this answer, and it is no server error
+        # (uncaught, each such caller was a traceback in the host's log).
+        return _text(400, "request body incomplete: the client disconnected")
     return b"".join(chunks)
 
 

@@ -245,3 +245,20 @@ async def test_the_host_never_logs_a_token(caplog: pytest.LogCaptureFixture) -> 
     ]
     assert any("Invalid HTTP request" in m for m in logged), logged  # the check sees logs
     assert not [m for m in logged if TOKEN in m or "tok-real" in m]
+
+
+async def test_a_caller_gone_mid_body_is_no_server_error_in_the_hosts_log(
+    served: Served, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR)
+    request = (
+        f"POST /sessions/default/inject HTTP/1.1\r\nHost: {served.hostport}\r\n"
+        "Content-Type: application/json\r\nContent-Length: 200\r\n\r\n"
+        '{"message": "half'
+    ).encode()
+    for _ in range(5):
+        await raw(served, request, read=False)  # and the connection closes mid-body
+    await asyncio.sleep(0.3)  # bounded: the host sees each disconnect in a few ms
+    assert await served.answers() == "still there?"
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert [r.getMessage() for r in errors] == []
