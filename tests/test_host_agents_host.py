@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -358,3 +359,51 @@ async def test_an_agent_the_hub_forgot_registers_again_at_its_next_heartbeat(
     host.stop()
     await asyncio.wait_for(serving, 10)
     assert list(registry.peers({})) == []
+
+
+class _HeldRegistration(httpx.AsyncBaseTransport):
+    """The hub in-process; one re-registration's answer is held until a deregistration comes.
+
+    The hub has taken the registration by then, but the host has not read its id:
+    the moment a stop must not cut (held at most `hold` seconds, so nothing hangs).
+    """
+
+    def __init__(self, hub: AgentHost, *, hold: float) -> None:
+        self._inner = ASGITransport(hub.app)
+        self._hold = hold
+        self.armed = False
+        self.held = asyncio.Event()
+        self._leaving = asyncio.Event()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "DELETE":
+            self._leaving.set()
+        response = await self._inner.handle_async_request(request)
+        if self.armed and request.method == "POST" and request.url.path == "/peers":
+            self.armed = False
+            self.held.set()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._leaving.wait(), self._hold)
+        return response
+
+
+async def test_a_stop_during_a_re_registration_still_deregisters_the_agent_it_registered() -> None:
+    registry = PeerRegistry()
+    hub = AgentHost("hub", registry=registry, session_rate_limit=None)
+    transport = _HeldRegistration(hub, hold=1.0)
+    host = MultiAgentHost(
+        {"a": persona}, register_to="http://hub.test", ttl=3, peer_transport=transport
+    )
+    ready: asyncio.Future[dict[str, str]] = asyncio.get_running_loop().create_future()
+    serving = asyncio.create_task(host.serve(on_ready=ready.set_result, handle_signals=False))
+    await asyncio.wait_for(ready, 10)
+    forgotten = registry.get("a")
+    assert forgotten is not None
+    transport.armed = True
+    registry.deregister(forgotten.registration_id, None)  # the hub forgets it: 404 at next beat
+    await asyncio.wait_for(transport.held.wait(), 5)  # beats every ttl/3 = 1 s
+    again = registry.get("a")
+    assert again is not None and again.registration_id != forgotten.registration_id
+    host.stop()  # while the host has not yet read the new registration's id
+    await asyncio.wait_for(serving, 10)
+    assert list(registry.peers({})) == [], "a lease the host could not reach was left behind"

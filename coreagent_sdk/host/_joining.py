@@ -14,6 +14,7 @@ however odd, ends the task or raises into the host.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -91,6 +92,7 @@ class HostRegistrations:
         self._client: AttachClient | None = None
         self._task: asyncio.Task[None] | None = None
         self._gate = asyncio.Semaphore(CONCURRENCY)
+        self._stopping = asyncio.Event()
         self.heartbeats = 0
         self.registrations = 0
 
@@ -163,18 +165,35 @@ class HostRegistrations:
             _log.warning("host: renewing agent %r failed: %s", lease.name, _described(exc))
 
     async def _keep(self) -> None:
-        while True:
+        while not self._stopping.is_set():
             now = self._clock.now()
             due = [lease for lease in self.leases if lease.due <= now]
             if due:
                 await asyncio.gather(*(self._renew(lease) for lease in due))
                 continue
-            await self._clock.sleep(min(lease.due for lease in self.leases) - now)
+            # Only the wait is cut short by a stop, never a renewal in flight (see aclose).
+            nap = asyncio.ensure_future(self._clock.sleep(min(x.due for x in self.leases) - now))
+            stop = asyncio.ensure_future(self._stopping.wait())
+            try:
+                await asyncio.wait({nap, stop}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                nap.cancel()
+                stop.cancel()
 
     async def aclose(self) -> None:
-        """Stop renewing; deregister every registered agent, within one `timeout` in all."""
+        """Stop renewing; deregister every registered agent, within one `timeout` in all.
+
+        A registration in flight is let finish first (within the same
+        `timeout`): cancelled after the hub took it, it would leave a lease
+        under an id the host never read, which no deregistration can reach.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout
         task, self._task = self._task, None
+        self._stopping.set()
         if task is not None:
+            with contextlib.suppress(Exception):  # a timeout: cancelled below, the rest lapse
+                await asyncio.wait_for(asyncio.shield(task), self.timeout)
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
         client, self._client = self._client, None
@@ -190,7 +209,7 @@ class HostRegistrations:
 
         try:
             gone = asyncio.gather(*(leave(lease) for lease in held), return_exceptions=True)
-            await asyncio.wait_for(gone, self.timeout)
+            await asyncio.wait_for(gone, max(0.0, deadline - loop.time()))
         except asyncio.TimeoutError:
             _log.warning("host: the hub did not take every deregistration in time; leases lapse")
         finally:
