@@ -27,6 +27,7 @@ from coreagent_sdk import (
 )
 from coreagent_sdk.errors import UnknownPeerError
 from coreagent_sdk.host import AgentHost, PeerRegistry, Turn
+from tests.test_host_fidelity import JSON, frames, new_session, one_turn, split_at_turn
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -240,3 +241,81 @@ async def test_the_command_serves_an_agent_joins_and_a_sigterm_mid_turn_drains(
             proc.stdout.close()
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+async def serve_command(store: Path) -> tuple[subprocess.Popen[str], str]:
+    """`python -m coreagent_sdk.host ... --store FILE` as a process; (it, its URL)."""
+    proc = spawn(
+        [
+            sys.executable,
+            "-m",
+            "coreagent_sdk.host",
+            "tests.host_agents:echo",
+            "--port",
+            "0",
+            "--store",
+            str(store),
+        ]
+    )
+    assert proc.stdout is not None
+    line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 20)
+    return proc, json.loads(line)["url"]
+
+
+async def stop(proc: subprocess.Popen[str]) -> None:
+    try:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        code = await asyncio.wait_for(asyncio.to_thread(proc.wait), 10)
+        assert code == 0, proc.stderr.read() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+async def test_the_command_restarted_on_its_store_file_serves_its_sessions_again(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "sessions.sqlite3"
+    proc, url = await serve_command(store)
+    try:
+        async with httpx.AsyncClient(base_url=url) as http:
+            paths = [await new_session(http) for _ in range(2)]
+            logged = [await one_turn(http, path, f"question {n}") for n, path in enumerate(paths)]
+    finally:
+        await stop(proc)
+    said = [
+        [(p["seq"], p["event"]["Content"]["parts"][0]["text"]) for e, p in turn if e == "agent"]
+        for turn in logged
+    ]
+    assert said == [
+        [(1, "question 0"), (2, "question 0")],
+        [(3, "question 1"), (4, "question 1")],
+    ]
+
+    proc, url = await serve_command(store)  # the same file, a new process
+    try:
+        async with httpx.AsyncClient(base_url=url) as http:
+            rows = (await http.get("/sessions", headers=JSON)).json()["sessions"]
+            assert [(r["sessionID"], r["status"]) for r in rows] == [("default", "active")] + [
+                (path.rsplit("/", 1)[1], "idle") for path in paths
+            ]
+            for path, turn in zip(paths, said, strict=True):
+                replay = await frames(
+                    http,
+                    f"{path}/events",
+                    lambda e, p, last=turn[-1][0]: e == "agent" and p["seq"] == last,
+                )
+                assert [
+                    (p["seq"], p["event"]["Content"]["parts"][0]["text"])
+                    for e, p in replay
+                    if e == "agent"
+                ] == turn
+            replayed, live = split_at_turn(await one_turn(http, paths[0], "question 2"))
+            assert replayed == [1, 2] and live == [5, 6]  # the host's counter goes on
+    finally:
+        await stop(proc)

@@ -1,4 +1,4 @@
-"""`python -m coreagent_sdk.host module:agent --port N [--register-to URL --token-env NAME]`.
+"""`python -m coreagent_sdk.host module:agent --port N [--store FILE --register-to URL ...]`.
 
 Serves one agent: `module:agent` names an `AgentHost`, or an agent (an async
 function of a `Turn`) that a host is made for under `--name` (default: the
@@ -25,7 +25,7 @@ from typing import Any
 
 from ..errors import CoreAgentError
 from ._agents_host import MultiAgentHost
-from ._daemon import DEFAULT_GRACE, AgentHost
+from ._daemon import DEFAULT_GRACE, DEFAULT_SESSION_IDLE_TIMEOUT, AgentHost
 
 
 def _load(target: str) -> Any:
@@ -52,14 +52,22 @@ def build(args: argparse.Namespace) -> AgentHost | MultiAgentHost:
     """The host the command line describes."""
     target = _load(args.target)
     if isinstance(target, MultiAgentHost):
+        if args.store is not None:
+            raise SystemExit(
+                f"coreagent_sdk.host: {args.target!r} is a MultiAgentHost; --store names one "
+                "host's file: serve one agent with it, or give each agent's host its store"
+            )
         return _joined(target, args)
     joined = {
         "register_to": args.register_to,
         "token_env": args.token_env,
         "endpoint": args.endpoint,
     }
+    configured = {**joined, "store": args.store}
+    if args.session_idle_timeout != DEFAULT_SESSION_IDLE_TIMEOUT:
+        configured["session_idle_timeout"] = args.session_idle_timeout
     if isinstance(target, AgentHost):
-        given = [f"--{k.replace('_', '-')}" for k, v in joined.items() if v is not None]
+        given = [f"--{k.replace('_', '-')}" for k, v in configured.items() if v is not None]
         if given:
             raise SystemExit(
                 f"coreagent_sdk.host: {args.target!r} is an AgentHost, configured in its module; "
@@ -72,7 +80,14 @@ def build(args: argparse.Namespace) -> AgentHost | MultiAgentHost:
             "AgentHost nor an agent (an async function of a Turn)"
         )
     name = args.name or args.target.partition(":")[2]
-    return AgentHost(name, behavior=target, description=args.description or "", **joined)
+    return AgentHost(
+        name,
+        behavior=target,
+        description=args.description or "",
+        store=args.store,
+        session_idle_timeout=args.session_idle_timeout,
+        **joined,
+    )
 
 
 def _joined(host: MultiAgentHost, args: argparse.Namespace) -> MultiAgentHost:
@@ -101,6 +116,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--register-to", help="join this hub (its http(s) URL)")
     parser.add_argument("--token-env", help="environment variable holding the host's token")
     parser.add_argument("--endpoint", help="the URL the hub should give callers")
+    parser.add_argument(
+        "--store", help="SQLite file of the sessions, kept for the next start (default: none)"
+    )
+    parser.add_argument(
+        "--session-idle-timeout",
+        type=float,
+        default=DEFAULT_SESSION_IDLE_TIMEOUT,
+        help="seconds before an idle session leaves memory for the store (0: never)",
+    )
     parser.add_argument(
         "--grace", type=float, default=DEFAULT_GRACE, help="seconds running turns get to finish"
     )

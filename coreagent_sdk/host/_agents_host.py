@@ -128,7 +128,16 @@ class MultiAgentHost:
         **host_options: Any,
     ) -> None:
         self._serving = False
-        for taken in ("name", "behavior", "runtimes", "agent_id", "register_to", "endpoint"):
+        # store: one file holds one host's sessions (ids and "default" would collide).
+        for taken in (
+            "name",
+            "behavior",
+            "runtimes",
+            "agent_id",
+            "register_to",
+            "endpoint",
+            "store",
+        ):
             if taken in host_options:
                 raise TypeError(
                     f"MultiAgentHost: {taken}= is per agent or the host's own, not an "

@@ -8,8 +8,9 @@ the time.
 
 Memory is bounded as a daemon's is: a session keeps the newest
 `REPLAY_WINDOW` events, a session idle for `session_idle_timeout` is evicted
-(one with a running turn is never idle), and `DELETE` frees a session at
-once. Bodies are counted while they are read and refused past their cap.
+from memory to the host's store (one with a running turn is never idle) and
+resumed from it by the next request, and `DELETE` frees a session at once.
+Bodies are counted while they are read and refused past their cap.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import secrets
 import time
 import uuid
@@ -55,6 +57,7 @@ from ._gowire import sse as encode_sse
 from ._ratelimit import SessionRateLimit, SessionRateLimiter
 from ._registry import ANONYMOUS, Identity, PeerRegistry, RegistryError, rfc3339
 from ._runtimes import Runtimes, run_turn
+from ._store import SessionStore, StoredSession, sweep_period
 
 __all__ = [
     "DEFAULT_SESSION_IDLE_TIMEOUT",
@@ -127,7 +130,8 @@ class _Session:
         self.inbox: list[tuple[str, str]] = []
         self.worker: asyncio.Task[None] | None = None
         self.busy = False
-        self.last_touched = daemon.clock.now()
+        self.last_touched = self.created_at = daemon.clock.now()
+        self.saved_seq = 0  # the newest seq in the host's store
         self.tokens_in = 0
         self.tokens_out = 0
         self.turns = 0
@@ -204,7 +208,8 @@ class _Session:
             finally:
                 self.busy = False
                 self.touch()
-                self.daemon.may_idle_from(self.last_touched)
+                if not self.daemon.store.temporary:
+                    self.save()  # a named store is written as turns end: it outlives the host
 
     async def _turn(self, drained: list[tuple[str, str]]) -> None:
         started = time.perf_counter()
@@ -292,6 +297,26 @@ class _Session:
             "turns_total": self.turns,
         }
 
+    def save(self) -> None:
+        """Write this session's row and its events not yet stored (off the loop, in order)."""
+        unsaved = [(seq, data) for seq, data in self.log if seq > self.saved_seq]
+        self.daemon.store.put(
+            StoredSession(
+                app=self.app,
+                session_id=self.session_id,
+                user=self.user,
+                viewers=self.viewers,
+                contributors=self.contributors,
+                created_at=self.created_at,
+                last_touched=self.last_touched,
+                tokens_in=self.tokens_in,
+                tokens_out=self.tokens_out,
+                turns=self.turns,
+            ),
+            unsaved,
+        )
+        self.saved_seq = self.seq
+
     async def close(self) -> None:
         """Free the session: stop its turn and end its streams."""
         self.drop_streams()
@@ -303,15 +328,20 @@ class _Session:
         self.log.clear()
 
     def row(self) -> dict[str, Any]:
-        return {
-            "app": self.app,
-            "user": self.user,
-            "sessionID": self.session_id,
-            # Every session in memory is active and has an event log, on a daemon too.
-            "has_event_log": True,
-            "status": "active",
-            "last_touched_at": rfc3339(self.last_touched),
-        }
+        return _listed(self.app, self.user, self.session_id, "active", self.last_touched)
+
+
+def _listed(app: str, user: str, sid: str, status: str, touched: float) -> dict[str, Any]:
+    """A `GET /sessions` row: "active" in memory, "idle" in the store only (`listSessions`)."""
+    return {
+        "app": app,
+        "user": user,
+        "sessionID": sid,
+        # Every session has an event log, on a daemon too (the store's rows were made so).
+        "has_event_log": True,
+        "status": status,
+        "last_touched_at": rfc3339(touched),
+    }
 
 
 INBOX_GUIDANCE = (
@@ -365,7 +395,7 @@ class _EventsEndpoint:
         request = Request(scope, receive)
         daemon = self.daemon
         # The session is looked up first: an unknown one is 404 whatever the version says.
-        session = daemon.find_session(request)
+        session = await daemon.lookup_session(request)
         if session is None:
             await _text(404, "session not found")(scope, receive, send)
             return
@@ -547,6 +577,8 @@ class _Guard:
             await daemon.card(Request(scope))(scope, receive, send)
             return
         if scope["type"] == "http":
+            if not daemon._ready():
+                await daemon.open()
             refused = self.daemon.refuse(Request(scope))
             if refused is not None:
                 await refused(scope, receive, send)
@@ -564,8 +596,12 @@ class AgentHost:
     daemon has its startup session, `default`. ``session_rate_limit`` limits
     `POST /sessions` per caller: on by default with the daemon's defaults
     (burst 5, then 10 a minute), as on a daemon; None turns it off.
-    ``session_idle_timeout`` evicts sessions idle that long (seconds; 0
-    disables). ``refuse_foreign_reregistration`` makes a hub refuse (403) a
+    ``session_idle_timeout`` evicts sessions idle that long from memory
+    (seconds; 0 disables): an evicted session stays listed as `idle` and the
+    next request resumes it from ``store``, a SQLite file (the file you name
+    keeps the sessions for a host started on it again; None is a private
+    temporary file, made on the first eviction and removed by `aclose()`).
+    ``refuse_foreign_reregistration`` makes a hub refuse (403) a
     registration of a name another identity owns; a real hub does not.
     ``description`` turns on the A2A discovery card at
     `/.well-known/agent-card.json` (public, as a daemon serves it), listing
@@ -596,7 +632,9 @@ class AgentHost:
         refuse_foreign_reregistration: True makes the hub answer 403 to a registration
             of a name another identity owns.
         rate_limiter: The `POST /sessions` rate limiter, or None when it is off.
-        sessions: The sessions in memory, by session id (`default` always among them).
+        sessions: The sessions in memory, by session id (`default` always among them);
+            evicted ones are in `store`.
+        store: Where sessions are kept when evicted, and across restarts with a named file.
         app: The ASGI app to serve (the attach routes behind the host's guard and
             any `middleware`).
         stream_hook: Sees every event stream's frames (the simulator's faults), or None.
@@ -646,6 +684,7 @@ class AgentHost:
         on_agent_error: Callable[[Exception], None] | None = None,
         runtimes: Runtimes | None = None,
         agent_id: str | None = None,
+        store: str | os.PathLike[str] | None = None,
     ) -> None:
         if (
             isinstance(session_idle_timeout, bool)
@@ -711,7 +750,10 @@ class AgentHost:
         self._seqs = itertools.count(1)  # every session's event seqs, as one event log's
         self._listings: dict[tuple[str, tuple[tuple[str, str], ...]], bytes] = {}
         self._listing_version = -1
-        self._next_sweep = self.clock.now()
+        self.store = SessionStore(store, window=REPLAY_WINDOW)
+        self._opening: asyncio.Task[None] | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+        self._resuming: dict[str, asyncio.Task[None]] = {}
         events = _EventsEndpoint(self)
         routes = [
             Route("/sessions", self._create_session, methods=["POST"]),
@@ -850,7 +892,9 @@ class AgentHost:
         fields_set, error = decode_into(value, struct, fields, nullable=frozenset({"wake"}))
         return _text(400, f"malformed JSON: {error}") if error is not None else fields_set
 
-    def visible(self, session: _Session, who: Identity | None, action: str = "read") -> bool:
+    def visible(
+        self, session: _Session | StoredSession, who: Identity | None, action: str = "read"
+    ) -> bool:
         """Whether `who` may `read`, `write` or `admin` the session (else it is a 404).
 
         With multi-session auth, as core-agent `pkg/auth/authorize.go`
@@ -866,8 +910,7 @@ class AgentHost:
         return action == "write" and who.name in session.contributors
 
     def find_session(self, request: Request, action: str = "read") -> _Session | None:
-        """The session the path names, if the caller may `action` it (else None: 404)."""
-        self.sweep()
+        """The session in memory the path names, if the caller may `action` it (else None)."""
         sid = request.path_params["sid"]
         session = self.sessions.get(sid)
         app = request.path_params.get("app")
@@ -878,38 +921,133 @@ class AgentHost:
         session.touch()
         return session
 
-    def sweep(self) -> list[str]:
-        """Evict sessions idle for `session_idle_timeout`; a running turn is never idle.
+    async def lookup_session(self, request: Request, action: str = "read") -> _Session | None:
+        """The session the path names, resumed from the store if it was evicted (else None: 404).
 
-        Runs when a request looks sessions up, and scans only once the oldest
-        idle session may have lapsed, so it costs nothing per call; returns the
-        ids evicted.
+        Pins core-agent `pkg/attach/registry.go` `lookupGated` and
+        `resumeAndRegister`: a memory hit is touched; on a miss the stored
+        row is checked against the caller first (a caller who may not read
+        it learns nothing and costs no resume), concurrent misses share one
+        resume, and the session comes back with its owner, viewers,
+        contributors, usage and newest `REPLAY_WINDOW` events.
+        """
+        sid = request.path_params["sid"]
+        if sid in self.sessions or not self.store.opened:
+            return self.find_session(request, action)
+        row = await self.store.get(sid)
+        app = request.path_params.get("app")
+        if row is None or (app is not None and app != row.app):
+            return None
+        who = self.identify(request)
+        if not self.visible(row, who, "read"):  # the resume gate reads, as `resumeGateFor`
+            return None
+        flight = self._resuming.get(sid)
+        if flight is None:
+            flight = asyncio.get_running_loop().create_task(self._resume(row))
+            self._resuming[sid] = flight
+            flight.add_done_callback(lambda _: self._resuming.pop(sid, None))
+        await asyncio.shield(flight)
+        return self.find_session(request, action)
+
+    async def _resume(self, row: StoredSession) -> None:
+        events = await self.store.events(row.session_id)
+        if row.session_id in self.sessions:  # resumed meanwhile, or created again
+            return
+        session = _Session(self, row.app, row.session_id, row.user)
+        self._restore(session, row, events)
+        self.sessions[row.session_id] = session
+
+    @staticmethod
+    def _restore(session: _Session, row: StoredSession, events: list[tuple[int, bytes]]) -> None:
+        session.viewers, session.contributors = row.viewers, row.contributors
+        session.created_at = row.created_at
+        session.tokens_in, session.tokens_out, session.turns = (
+            row.tokens_in,
+            row.tokens_out,
+            row.turns,
+        )
+        session.log.extend(events)
+        session.seq = session.saved_seq = events[-1][0] if events else 0
+
+    def sweep(self) -> list[str]:
+        """Evict the sessions idle past `session_idle_timeout` to the store; their ids.
+
+        Pins core-agent `pkg/attach/registry.go` `SessionRegistry.EvictBefore(now -
+        idleAfter)`: a session last touched strictly before the cutoff leaves
+        memory whether or not a message is queued; its queued messages go with
+        it, as a daemon's inbox goes with its evicted agent, and its event
+        streams end. Its row, usage and newest events stay in the store, so it
+        stays listed (`idle`) and the next request resumes it. The startup
+        session and a session running a turn are never evicted (see
+        differences.md). The host runs this every `sweep_period()`.
         """
         timeout = self.session_idle_timeout
-        now = self.clock.now()
-        if timeout <= 0 or now < self._next_sweep:
+        if timeout <= 0:
             return []
-        gone: list[str] = []
-        oldest = float("inf")
-        for sid, session in self.sessions.items():
-            if sid == STARTUP_SESSION or session.busy or session.inbox:
-                continue
-            # Strictly past the timeout, as the daemon's `EvictBefore(now - idleAfter)`
-            # evicts only what was last touched before the cutoff.
-            if now - session.last_touched > timeout:
-                gone.append(sid)
-            else:
-                oldest = min(oldest, session.last_touched)
-        self._next_sweep = oldest + timeout
+        cutoff = self.clock.now() - timeout
+        gone = [
+            sid
+            for sid, session in self.sessions.items()
+            if sid != STARTUP_SESSION and not session.busy and session.last_touched < cutoff
+        ]
         for sid in gone:
             session = self.sessions.pop(sid)
             session.drop_streams()
+            session.inbox.clear()
+            session.save()
             session.log.clear()
         return gone
 
-    def may_idle_from(self, when: float) -> None:
-        """A session may become evictable `session_idle_timeout` after `when`."""
-        self._next_sweep = min(self._next_sweep, when + self.session_idle_timeout)
+    def _ready(self) -> bool:
+        """Whether `open()` has run and the idle sweep is running (when there is one)."""
+        if self._opening is None or not self._opening.done():
+            return False
+        return self.session_idle_timeout <= 0 or (
+            self._sweeper is not None and not self._sweeper.done()
+        )
+
+    async def open(self) -> None:
+        """Open the store and start the idle sweep; the first request and `serve()` call it.
+
+        A named store's sessions come back: the startup session's log and
+        usage at once, the others listed as idle until a request resumes
+        them; event seqs and session ids go on from the last ones it holds.
+        """
+        failed = (
+            self._opening is not None
+            and self._opening.done()
+            and (self._opening.cancelled() or self._opening.exception() is not None)
+        )
+        if self._opening is None or failed:
+            self._opening = asyncio.get_running_loop().create_task(self._open())
+        await asyncio.shield(self._opening)
+        if self.session_idle_timeout > 0 and (self._sweeper is None or self._sweeper.done()):
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_forever())
+
+    async def _open(self) -> None:
+        if self.store.temporary:
+            return
+        last_seq, last_id = await self.store.open()
+        # Counting on from the store, never back from where this host already is.
+        self._seqs = itertools.count(max(next(self._seqs), last_seq + 1))
+        self._ids = itertools.count(max(next(self._ids), last_id + 1))
+        startup = self.sessions[STARTUP_SESSION]
+        row = await self.store.get(STARTUP_SESSION)
+        if row is not None and not startup.log and not startup.turns:
+            self._restore(startup, row, await self.store.events(STARTUP_SESSION))
+
+    async def _sweep_forever(self) -> None:
+        """Sweep every `sweep_period()` on the host's clock, as the daemon's `SweepIdle` ticks."""
+        period = sweep_period(self.session_idle_timeout)
+        tick = self.clock.now() + period
+        while True:
+            await self.clock.sleep(tick - self.clock.now())
+            self.sweep()
+            # A ticker drops the ticks a slow receiver missed: the next one is still ahead.
+            tick += period
+            now = self.clock.now()
+            if tick <= now:
+                tick += period * ((now - tick) // period + 1)
 
     def capabilities_frame(self, request: Request) -> bytes:
         """The `capabilities` frame an event stream opens with, as this caller sees it."""
@@ -980,11 +1118,11 @@ class AgentHost:
         acl = await self._session_acl(request, who)
         if isinstance(acl, Response):
             return acl
-        self.sweep()
         sid = f"s-{next(self._ids):04d}{secrets.token_hex(3)}"
         session = self.sessions[sid] = _Session(self, self.app_name, sid, who.name)
         session.viewers, session.contributors = acl
-        self.may_idle_from(self.clock.now())
+        if not self.store.temporary:
+            session.save()  # the row is written at creation, as `registerWithACL` persists it
         host = request.headers.get("host")
         path = f"/sessions/{self.app_name}/{sid}"
         url = f"{request.url.scheme}://{host}{path}" if host else path
@@ -1029,14 +1167,20 @@ class AgentHost:
         return _identities(fields.get("viewers")), _identities(fields.get("contributors"))
 
     async def _list_sessions(self, request: Request) -> Response:
-        self.sweep()
         who = self.identify(request)
         rows = [s.row() for s in self.sessions.values() if self.visible(s, who)]
+        if self.multi_session:  # the store's half, as `listSessions` adds it with multi-session
+            stored = await self.store.rows(skip=frozenset(self.sessions))
+            rows += [
+                _listed(r.app, r.user, r.session_id, "idle", r.last_touched)
+                for r in stored
+                if self.visible(r, who)
+            ]
         return json_response({"sessions": rows})
 
     async def _inject(self, request: Request) -> Response:
         # The session is looked up before the body is read, as on a daemon.
-        session = self.find_session(request, "write")
+        session = await self.lookup_session(request, "write")
         if session is None:
             return _text(404, "session not found")
         body = await self._json_body(
@@ -1063,7 +1207,7 @@ class AgentHost:
         )
 
     async def _wake(self, request: Request) -> Response:
-        session = self.find_session(request, "write")
+        session = await self.lookup_session(request, "write")
         if session is None:
             return _text(404, "session not found")
         prompt = ""
@@ -1090,13 +1234,14 @@ class AgentHost:
         return json_response(answer)
 
     async def _delete_session(self, request: Request) -> Response:
-        session = self.find_session(request, "admin")
+        session = await self.lookup_session(request, "admin")
         if session is None:
             return _text(404, "session not found")
         if session.session_id == STARTUP_SESSION:
             return _text(403, "the daemon's startup session cannot be deleted")
         self.sessions.pop(session.session_id, None)
         await session.close()
+        self.store.delete(session.session_id)  # `HardDelete`: it cannot be resumed
         return Response(status_code=204)
 
     async def _whoami(self, request: Request) -> Response:
@@ -1239,8 +1384,14 @@ class AgentHost:
         if self._own_directory is not None:
             await self._own_directory.aclose()
         self.close_streams()
-        tasks = list(self._tasks)
+        sweeper, self._sweeper = self._sweeper, None
+        tasks = list(self._tasks) + ([sweeper] if sweeper is not None else [])
         for task in tasks:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        if not self.store.temporary and self.store.opened:
+            for session in self.sessions.values():
+                session.save()  # usage and last touch as they are now, for the next start
+        await self.store.aclose()
+        self._opening = None

@@ -107,6 +107,7 @@ async def serve(
             f"{STOP_BUDGET - HUB_TIMEOUT - 2 * _CLOSE_TIMEOUT:g} seconds (the stop takes at "
             f"most {STOP_BUDGET:g} s in all), got {grace!r}"
         )
+    await host_app.open()  # a store that cannot be read fails here, before listening
     sock = _listen(host, port)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host

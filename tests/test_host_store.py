@@ -1,0 +1,345 @@
+"""Sessions in the host's store: idle eviction frees memory only, and a restart resumes them.
+
+Each test names the core-agent function it pins (`pkg/attach/registry.go`,
+`pkg/attach/handlers.go`, `pkg/attach/session_acl_store.go`). Time moves on a
+`FakeClock`: the host sweeps on it every max(idle / 4, 60 s), as `SweepIdle`
+ticks, so a test drives hours of idleness without waiting.
+"""
+
+from __future__ import annotations
+
+import gc
+import tempfile
+import weakref
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from coreagent_sdk import ASGITransport, FakeClock
+from coreagent_sdk.host import REPLAY_WINDOW, AgentHost, Identity, Turn
+from tests.test_host_fidelity import (
+    JSON,
+    TOKENS,
+    bearer,
+    frames,
+    new_session,
+    one_turn,
+    seqs,
+    split_at_turn,
+)
+
+IDLE = 60.0  # a quarter is under a minute: the sweep runs every 60 s
+
+
+def client(host: AgentHost) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=ASGITransport(host.app), base_url="http://agent.test")
+
+
+def make(clock: FakeClock, idle: float = IDLE, **options: Any) -> AgentHost:
+    return AgentHost(
+        "agent", clock=clock, session_idle_timeout=idle, session_rate_limit=None, **options
+    )
+
+
+async def advance(clock: FakeClock, seconds: float, sleepers: int = 1) -> None:
+    """Move the clock, then wait until the host's sweeper sleeps again (its sweep is done)."""
+    clock.advance(seconds)
+    await clock.until_sleeping(sleepers)
+
+
+async def listing(http: httpx.AsyncClient, headers: dict[str, str] = JSON) -> dict[str, str]:
+    """GET /sessions as {session id: status}."""
+    answer = await http.get("/sessions", headers=headers)
+    assert answer.status_code == 200, answer.text
+    return {row["sessionID"]: row["status"] for row in answer.json()["sessions"]}
+
+
+def sid_of(path: str) -> str:
+    return path.rsplit("/", 1)[1]
+
+
+async def test_an_evicted_session_stays_listed_idle_and_resumes_with_its_log() -> None:
+    """Pins `SessionRegistry.EvictBefore` (memory only: the row stays), `listSessions` (the
+    store's half as "idle") and `resumeAndRegister` (the next request brings the session back
+    with its log; seqs go on from the host's one counter)."""
+    clock = FakeClock()
+    host = make(clock)
+    async with client(host) as http:
+        path = await new_session(http)
+        first = seqs(await one_turn(http, path))
+        touched = (await http.get("/sessions")).json()["sessions"][1]["last_touched_at"]
+        await clock.until_sleeping()
+        await advance(clock, 2 * IDLE)
+        assert sid_of(path) not in host.sessions
+        rows = (await http.get("/sessions")).json()["sessions"]
+        assert rows == [
+            rows[0],
+            {
+                "app": "core-agent",
+                "user": "anonymous",
+                "sessionID": sid_of(path),
+                "has_event_log": True,
+                "status": "idle",
+                "last_touched_at": touched,
+            },
+        ]
+        other = await new_session(http)
+        between = seqs(await one_turn(http, other))
+        replayed, live = split_at_turn(await one_turn(http, path, "again"))
+        assert sid_of(path) in host.sessions
+        assert replayed == first
+        assert live == [between[-1] + 1, between[-1] + 2]
+        assert (await listing(http))[sid_of(path)] == "active"
+    await host.aclose()
+
+
+@pytest.mark.parametrize(("idle", "period"), [(60.0, 60.0), (400.0, 100.0)])
+async def test_a_session_idle_exactly_the_timeout_stays_until_the_next_sweep(
+    idle: float, period: float
+) -> None:
+    """Pins `SessionRegistry.SweepIdle` (a tick every idleAfter / 4, floored to a minute) and
+    `EvictBefore(now - idleAfter)` (evicted only when last touched strictly before the cutoff)."""
+    clock = FakeClock()
+    host = make(clock, idle)
+    async with client(host) as http:
+        sid = sid_of(await new_session(http))
+        await clock.until_sleeping()
+        await advance(clock, idle)  # a sweep runs now: idle exactly the timeout is not past it
+        assert (await listing(http))[sid] == "active"
+        await advance(clock, period - 0.001)  # no sweep before the next tick
+        assert (await listing(http))[sid] == "active"
+        await advance(clock, 0.001)
+        assert (await listing(http))[sid] == "idle"
+        assert sid not in host.sessions
+    await host.aclose()
+
+
+async def test_a_request_touches_a_session_and_moves_its_eviction() -> None:
+    """Pins `lookupGated`: a memory hit is activity (`e.touch()`), so the sweep spares it."""
+    clock = FakeClock()
+    host = make(clock)
+    async with client(host) as http:
+        path = await new_session(http)
+        await clock.until_sleeping()
+        await advance(clock, IDLE)
+        async with http.stream("GET", f"{path}/events") as stream:  # a touch at t = 60
+            assert stream.status_code == 200
+        await advance(clock, IDLE)  # t = 120: idle 60 s exactly, kept
+        assert sid_of(path) in host.sessions
+        await advance(clock, IDLE)
+        assert sid_of(path) not in host.sessions
+    await host.aclose()
+
+
+async def test_a_session_with_a_queued_message_is_evicted_and_the_message_goes_with_it() -> None:
+    """Pins `EvictBefore`: last touch alone decides; the daemon's inbox lives in the evicted
+    agent (`pkg/agent/inbox.go`), so a message queued with `wake: false` is gone on resume."""
+    clock = FakeClock()
+    host = make(clock)
+    async with client(host) as http:
+        path = await new_session(http)
+        queued = await http.post(
+            f"{path}/inject", headers=JSON, json={"message": "for later", "wake": False}
+        )
+        assert queued.status_code == 200 and queued.json()["woke"] is False
+        await clock.until_sleeping()
+        await advance(clock, 2 * IDLE)
+        assert (await listing(http))[sid_of(path)] == "idle"
+        got = await one_turn(http, path, "now")
+        prompts = [p["event"]["Content"]["parts"][0]["text"] for e, p in got if e == "agent"]
+        assert prompts[0] == "now"  # not an [Inbox] bundle with "for later"
+    await host.aclose()
+
+
+async def test_a_running_turn_is_never_evicted() -> None:
+    """The host spares a session whose turn runs (see differences.md: a daemon's pump touches
+    it on every event, and cancels the turn of a session evicted anyway)."""
+    clock = FakeClock()
+
+    async def silent(turn: Turn) -> None:
+        await clock.sleep(10 * IDLE)  # no event for ten idle timeouts
+        await turn.say("done")
+
+    host = make(clock, behavior=silent)
+    async with client(host) as http:
+        path = await new_session(http)
+        assert (await http.post(f"{path}/inject", headers=JSON, json={"message": "go"})).is_success
+        await clock.until_sleeping(2)  # the sweeper and the turn
+        await advance(clock, 2 * IDLE, sleepers=2)
+        assert (await listing(http))[sid_of(path)] == "active"
+    await host.aclose()
+
+
+async def test_owners_viewers_and_contributors_survive_eviction_and_gate_the_resume() -> None:
+    """Pins `resumeAndRegister` with `resumeGateFor`: the stored ACL is checked (read) before
+    any resume, a caller it denies gets the 404 of a missing session and resumes nothing;
+    `ListVisibleTo` lists an idle session to its owner, viewers and contributors only."""
+    clock = FakeClock()
+    tokens = {**TOKENS, "tok-dave": Identity("dave")}
+    host = make(clock, tokens=tokens)
+    async with client(host) as http:
+        acl = {"viewers": ["bob"], "contributors": ["carol"]}
+        created = await http.post("/sessions", headers=bearer("tok-alice"), json=acl)
+        path = f"/sessions/core-agent/{created.json()['sessionID']}"
+        sid = sid_of(path)
+        await clock.until_sleeping()
+        await advance(clock, 2 * IDLE)
+        for token in ("tok-alice", "tok-bob", "tok-carol", "tok-root"):
+            assert (await listing(http, bearer(token))).get(sid) == "idle", token
+        assert sid not in await listing(http, bearer("tok-dave"))
+        async with http.stream("GET", f"{path}/events", headers=bearer("tok-dave")) as denied:
+            assert denied.status_code == 404
+        assert sid not in host.sessions  # the gate turned dave away before any resume
+        hi = {"message": "hi"}
+        # bob may read, so the gate lets the resume happen; then writing is denied (404).
+        assert (
+            await http.post(f"{path}/inject", headers=bearer("tok-bob"), json=hi)
+        ).status_code == 404
+        assert sid in host.sessions
+        await advance(clock, 2 * IDLE)
+        got = await one_turn(http, path, headers=bearer("tok-carol"))  # carol still contributes
+        assert [e for e, _ in got][-1] == "usage-update"
+        assert (await http.delete(path, headers=bearer("tok-bob"))).status_code == 404
+        assert (await http.delete(path, headers=bearer("tok-alice"))).status_code == 204
+    await host.aclose()
+
+
+async def test_a_deleted_session_is_gone_from_the_store_and_is_not_resumed() -> None:
+    """Pins `doDeleteSession` -> `SessionRegistry.HardDelete`: the persisted row goes too."""
+    clock = FakeClock()
+    host = make(clock)
+    async with client(host) as http:
+        path = await new_session(http)
+        await one_turn(http, path)
+        await clock.until_sleeping()
+        await advance(clock, 2 * IDLE)
+        assert (await http.delete(path, headers=JSON)).status_code == 204  # resumed, deleted
+        assert sid_of(path) not in await listing(http)
+        async with http.stream("GET", f"{path}/events") as gone:
+            assert gone.status_code == 404
+    await host.aclose()
+
+
+async def test_an_evicted_session_leaves_nothing_of_itself_in_memory() -> None:
+    """Eviction frees memory: the session object is unreachable once it is in the store."""
+    clock = FakeClock()
+    host = make(clock)
+    async with client(host) as http:
+        path = await new_session(http)
+        await one_turn(http, path)
+        held = weakref.ref(host.sessions[sid_of(path)])
+        await clock.until_sleeping()
+        await advance(clock, 2 * IDLE)
+        assert (await listing(http))[sid_of(path)] == "idle"  # written: the store answered
+        gc.collect()
+        assert held() is None
+    await host.aclose()
+
+
+async def test_a_host_restarted_on_its_store_file_serves_its_sessions_again(
+    tmp_path: Path,
+) -> None:
+    """Pins the daemon's resume after restart (docs/session-resume-design.md, `Resume` from
+    the row and the event log): sessions are listed, replay their events with their seqs,
+    keep their owners and usage, and new seqs and ids go on past the old ones."""
+    store = tmp_path / "sessions.sqlite3"
+    clock = FakeClock()
+    first = make(clock, tokens=TOKENS, store=store)
+    async with client(first) as http:
+        mine = await new_session(http, bearer("tok-alice"))
+        before = seqs(await one_turn(http, mine, headers=bearer("tok-alice")))
+        default = seqs(
+            await one_turn(http, "/sessions/core-agent/default", headers=bearer("tok-root"))
+        )
+    await first.aclose()
+
+    again = make(clock, tokens=TOKENS, store=store)
+    async with client(again) as http:
+        assert await listing(http, bearer("tok-alice")) == {sid_of(mine): "idle"}
+        assert await listing(http, bearer("tok-bob")) == {}
+        got = await one_turn(http, mine, "more", headers=bearer("tok-alice"))
+        replayed, live = split_at_turn(got)
+        assert replayed == before
+        assert live == [default[-1] + 1, default[-1] + 2]
+        usage = [p for e, p in got if e == "usage-update"]
+        assert usage[0]["turns_total"] == 1 and usage[-1]["turns_total"] == 2  # snapshot, then
+        boot = await frames(
+            http,
+            "/sessions/core-agent/default/events",
+            lambda e, p: e == "agent" and p["seq"] == default[-1],
+            headers=bearer("tok-root"),
+        )
+        assert seqs(boot) == default
+        created = await http.post("/sessions", headers=bearer("tok-bob"))
+        assert created.json()["sessionID"].startswith("s-0002")  # numbered on, not s-0001
+    await again.aclose()
+
+
+async def test_the_store_keeps_the_newest_replay_window_events(tmp_path: Path) -> None:
+    """Pins the daemon's `maxReplayEvents` across a restart: the newest 5,000 come back."""
+
+    async def chatty(turn: Turn) -> None:
+        for i in range(REPLAY_WINDOW + 10):
+            await turn.chunk(f"{i}")
+        await turn.say("done")
+
+    store = tmp_path / "sessions.sqlite3"
+    first = AgentHost("agent", behavior=chatty, store=store, session_rate_limit=None)
+    async with client(first) as http:
+        path = await new_session(http)
+        logged = seqs(await one_turn(http, path))
+    await first.aclose()
+    again = AgentHost("agent", store=store)
+    async with client(again) as http:
+        replay = await frames(
+            http, f"{path}/events", lambda e, p: e == "agent" and p["seq"] == logged[-1]
+        )
+    await again.aclose()
+    assert len(logged) == REPLAY_WINDOW + 12  # more than the window was logged
+    assert seqs(replay) == logged[-REPLAY_WINDOW:]
+
+
+async def test_the_default_store_is_a_temporary_file_made_on_eviction_and_removed_on_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    clock = FakeClock()
+    host = make(clock)
+    async with client(host) as http:
+        path = await new_session(http)
+        await one_turn(http, path)
+        await clock.until_sleeping()
+        assert files(tmp_path) == []  # nothing evicted: no file
+        await advance(clock, 2 * IDLE)
+        assert (await listing(http))[sid_of(path)] == "idle"
+        made = files(tmp_path)
+        assert made and all(name.startswith("coreagent-host-") for name in made)
+    await host.aclose()
+    assert files(tmp_path) == []
+
+
+def files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+async def test_a_file_that_is_not_a_session_store_is_refused_with_the_fix(
+    tmp_path: Path,
+) -> None:
+    garbage = tmp_path / "notes.txt"
+    garbage.write_bytes(b"these are my notes, not a database" * 100)
+    host = AgentHost("agent", store=garbage)
+    with pytest.raises(ValueError, match=r"is not a session store .* name a new file"):
+        await host.open()
+    await host.aclose()
+    assert garbage.read_bytes().startswith(b"these are my notes")
+
+
+def test_one_store_file_is_not_shared_by_the_agents_of_a_multi_agent_host(
+    tmp_path: Path,
+) -> None:
+    from coreagent_sdk.host import MultiAgentHost
+
+    with pytest.raises(TypeError, match="store= is per agent"):
+        MultiAgentHost(store=tmp_path / "sessions.sqlite3")
