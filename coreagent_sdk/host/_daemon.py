@@ -16,6 +16,7 @@ Bodies are counted while they are read and refused past their cap.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -329,6 +330,16 @@ class _Session:
 
     def row(self) -> dict[str, Any]:
         return _listed(self.app, self.user, self.session_id, "active", self.last_touched)
+
+
+def _cancel_anywhere(task: asyncio.Task[None]) -> None:
+    """Cancel a task of this loop or another one (a closed loop's tasks are gone already)."""
+    other = task.get_loop()
+    if other is asyncio.get_running_loop():
+        task.cancel()
+    elif not other.is_closed():
+        with contextlib.suppress(RuntimeError):  # closed meanwhile
+            other.call_soon_threadsafe(task.cancel)
 
 
 def _listed(app: str, user: str, sid: str, status: str, touched: float) -> dict[str, Any]:
@@ -999,11 +1010,13 @@ class AgentHost:
         return gone
 
     def _ready(self) -> bool:
-        """Whether `open()` has run and the idle sweep is running (when there is one)."""
+        """Whether `open()` has run and the idle sweep runs on this loop (when there is one)."""
         if self._opening is None or not self._opening.done():
             return False
         return self.session_idle_timeout <= 0 or (
-            self._sweeper is not None and not self._sweeper.done()
+            self._sweeper is not None
+            and not self._sweeper.done()
+            and self._sweeper.get_loop() is asyncio.get_running_loop()
         )
 
     async def open(self) -> None:
@@ -1013,16 +1026,26 @@ class AgentHost:
         usage at once, the others listed as idle until a request resumes
         them; event seqs and session ids go on from the last ones it holds.
         """
-        failed = (
-            self._opening is not None
-            and self._opening.done()
-            and (self._opening.cancelled() or self._opening.exception() is not None)
-        )
-        if self._opening is None or failed:
-            self._opening = asyncio.get_running_loop().create_task(self._open())
-        await asyncio.shield(self._opening)
-        if self.session_idle_timeout > 0 and (self._sweeper is None or self._sweeper.done()):
-            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_forever())
+        loop = asyncio.get_running_loop()
+        opening = self._opening
+        if (
+            opening is None
+            or (opening.done() and (opening.cancelled() or opening.exception() is not None))
+            or (not opening.done() and opening.get_loop() is not loop)
+        ):
+            opening = self._opening = loop.create_task(self._open())
+        if opening.done():
+            opening.result()
+        else:
+            await asyncio.shield(opening)
+        sweeper = self._sweeper
+        if self.session_idle_timeout > 0 and (
+            sweeper is None or sweeper.done() or sweeper.get_loop() is not loop
+        ):
+            # A host called from another loop (a sync call's) sweeps on the loop in use now.
+            if sweeper is not None:
+                _cancel_anywhere(sweeper)
+            self._sweeper = loop.create_task(self._sweep_forever())
 
     async def _open(self) -> None:
         if self.store.temporary:
@@ -1385,7 +1408,12 @@ class AgentHost:
             await self._own_directory.aclose()
         self.close_streams()
         sweeper, self._sweeper = self._sweeper, None
-        tasks = list(self._tasks) + ([sweeper] if sweeper is not None else [])
+        tasks = list(self._tasks)
+        if sweeper is not None:
+            if sweeper.get_loop() is asyncio.get_running_loop():
+                tasks.append(sweeper)
+            else:
+                _cancel_anywhere(sweeper)
         for task in tasks:
             task.cancel()
         if tasks:
