@@ -118,17 +118,20 @@ def said(frames: list[tuple[str, dict[str, Any]]]) -> list[tuple[int, str]]:
 
 
 class Soak:
-    def __init__(self, url: str, concurrency: int, max_calls: int) -> None:
+    def __init__(self, url: str, concurrency: int, max_calls: int, timeout: float) -> None:
         self.url = url
         self.concurrency = concurrency
         self.max_calls = max_calls
-        self.tool = CallPeer(StaticDirectory([Peer("soak", url)]), timeout=10)
+        self.tool = CallPeer(StaticDirectory([Peer("soak", url)]), timeout=timeout)
         self.outcomes: Counter[str] = Counter()
         self.calls = 0
         # (when, session id, prompt) of answered calls, oldest first; trimmed as checked.
         self.made: list[tuple[float, str, str]] = []
         self.resumed_ok = 0
         self.resumed_bad: list[str] = []
+        # Replayed its history, then was evicted again before the new turn (a sweep tick
+        # landed between the stream opening and the inject, idle 2 s on a loaded machine).
+        self.evicted_again = 0
 
     async def worker(self, stop_at: float) -> None:
         while time.monotonic() < stop_at and self.calls < self.max_calls:
@@ -156,7 +159,9 @@ class Soak:
                 self.resumed_bad.append(f"{sid}: {exc!r}")
                 continue
             history, turn = got[:2], got[2:]
-            if (
+            if [text for _, text in history] == [prompt, prompt] and not turn:
+                self.evicted_again += 1
+            elif (
                 [text for _, text in history] == [prompt, prompt]
                 and [text for _, text in turn] == ["are you back?"] * 2
                 and turn[0][0] > history[-1][0]
@@ -173,7 +178,7 @@ def start_host(idle: float, store: Path) -> subprocess.Popen[str]:
 
 
 async def main(
-    duration: float, every: float, concurrency: int, idle: float, max_calls: int
+    duration: float, every: float, concurrency: int, idle: float, max_calls: int, timeout: float
 ) -> None:
     folder = tempfile.mkdtemp(prefix="host-soak-")
     store = Path(folder) / "sessions.sqlite3"
@@ -182,14 +187,20 @@ async def main(
         assert proc.stdout is not None
         line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 30)
         url = json.loads(line)["url"]
-        soak = Soak(url, concurrency, max_calls)
+        soak = Soak(url, concurrency, max_calls, timeout)
         print(
             f"host soak: {concurrency} calls in flight for {duration:g} s against a host "
             f"process (echo agent, idle eviction {idle:g} s, sweep every "
             f"{max(idle / 4, SWEEP):g} s, store {store.name})"
         )
-        print("| elapsed s |    calls | host RSS MiB | stored sessions | resumed ok / bad |")
-        print("|----------:|---------:|-------------:|----------------:|-----------------:|")
+        print(
+            "| elapsed s |    calls | timed out | host RSS MiB | stored sessions "
+            "| resumed ok / bad | new session ms |"
+        )
+        print(
+            "|----------:|---------:|----------:|-------------:|----------------:"
+            "|-----------------:|---------------:|"
+        )
         started = time.monotonic()
         stop_at = started + duration
         samples: list[float] = []
@@ -198,10 +209,16 @@ async def main(
             async def sample() -> None:
                 await soak.check_resumed(http, 3)
                 samples.append(rss_mib(proc.pid))
+                # Does the host still open sessions quickly, whatever the calls see?
+                probe = time.monotonic()
+                made = await http.post("/sessions", headers=JSON)
+                ms = (time.monotonic() - probe) * 1000
+                took = f"{ms:.0f}" if made.status_code == 201 else "-"
                 print(
                     f"| {time.monotonic() - started:9.0f} | {soak.calls:8d} | "
+                    f"{soak.outcomes['PeerTimeoutError']:9d} | "
                     f"{samples[-1]:12.1f} | {stored(store):15d} | "
-                    f"{soak.resumed_ok:7d} / {len(soak.resumed_bad):<6d} |",
+                    f"{soak.resumed_ok:7d} / {len(soak.resumed_bad):<6d} | {took:>14} |",
                     flush=True,
                 )
 
@@ -236,7 +253,8 @@ async def main(
             f"host RSS last / second sample: x{samples[-1] / samples[1]:.2f} "
             f"({samples[1]:.1f} -> {samples[-1]:.1f} MiB; target at most 1.2); "
             f"resumed sessions that answered with their history: {soak.resumed_ok} of "
-            f"{soak.resumed_ok + len(soak.resumed_bad)}"
+            f"{soak.resumed_ok + len(soak.resumed_bad) + soak.evicted_again} "
+            f"({soak.evicted_again} replayed it and were evicted again before the new turn)"
         )
     for name in os.listdir(folder):
         os.remove(os.path.join(folder, name))
@@ -250,5 +268,8 @@ if __name__ == "__main__":
     parser.add_argument("--concurrency", type=int, default=40, help="calls in flight")
     parser.add_argument("--idle", type=float, default=2.0, help="session idle timeout, seconds")
     parser.add_argument("--max-calls", type=int, default=10_000_000, help="stop after this many")
+    parser.add_argument("--timeout", type=float, default=10.0, help="CallPeer's, seconds")
     args = parser.parse_args()
-    asyncio.run(main(args.duration, args.every, args.concurrency, args.idle, args.max_calls))
+    asyncio.run(
+        main(args.duration, args.every, args.concurrency, args.idle, args.max_calls, args.timeout)
+    )

@@ -277,6 +277,15 @@ async def test_a_host_restarted_on_its_store_file_serves_its_sessions_again(
     await again.aclose()
 
 
+async def test_a_new_store_file_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    store = tmp_path / "sessions.sqlite3"
+    host = AgentHost("agent", store=store, session_rate_limit=None)
+    async with client(host) as http:
+        await one_turn(http, await new_session(http))
+    await host.aclose()
+    assert store.stat().st_mode & 0o777 == 0o600
+
+
 async def test_the_store_keeps_the_newest_replay_window_events(tmp_path: Path) -> None:
     """Pins the daemon's `maxReplayEvents` across a restart: the newest 5,000 come back."""
 

@@ -113,6 +113,11 @@ class _Db:
         if path is None:
             fd, path = tempfile.mkstemp(prefix="coreagent-host-", suffix=".sqlite3")
             os.close(fd)
+        else:
+            # Owner-only, as mkstemp makes the temporary one: the file names who may see which
+            # session and holds what they said (SQLite gives its -wal and -shm the same mode).
+            with contextlib.suppress(FileExistsError):
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         self.path = path
         # check_same_thread=False only so a finalizer may close it; statements stay on
         # the worker thread.
