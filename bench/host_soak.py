@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import itertools
 import json
 import os
@@ -33,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -171,6 +173,50 @@ class Soak:
                 self.resumed_bad.append(f"{sid}: {got!r}")
 
 
+async def evicted_memory(sessions: int) -> tuple[float, float]:
+    """Python memory an in-process host holds for its sessions: (live, after eviction), KiB.
+
+    Each session has had one turn; eviction runs on a fake clock. Measured with
+    tracemalloc after a collection (SQLite's own page cache, a few MiB at most,
+    is not Python memory and not counted).
+    """
+    from coreagent_sdk import ASGITransport, FakeClock
+    from coreagent_sdk.host import AgentHost, Turn
+
+    async def echo(turn: Turn) -> None:
+        await turn.say(turn.prompt)
+
+    clock = FakeClock()
+    host = AgentHost(
+        "mem", behavior=echo, clock=clock, session_idle_timeout=60, session_rate_limit=None
+    )
+    transport = ASGITransport(host.app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://mem.test") as http:
+        await http.get("/sessions")  # opens the host, starts its sweeper
+        gc.collect()
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        for n in range(sessions):
+            sid = (await http.post("/sessions", headers=JSON)).json()["sessionID"]
+            body = {"message": f"message {n} " + "x" * 200}
+            await http.post(f"/sessions/{sid}/inject", headers=JSON, json=body)
+        for _ in range(10_000):  # bounded: the turns finish within a few loop turns each
+            if not host.busy():
+                break
+            await asyncio.sleep(0)
+        gc.collect()
+        live = tracemalloc.get_traced_memory()[0] - base
+        await clock.until_sleeping()
+        clock.advance(120)
+        await clock.until_sleeping()
+        await host.store.get("-")  # every eviction's write is done once a later read is
+        gc.collect()
+        after = tracemalloc.get_traced_memory()[0] - base
+        tracemalloc.stop()
+    await host.aclose()
+    return live / 1024, after / 1024
+
+
 def start_host(idle: float, store: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "SOAK_IDLE": str(idle), "SOAK_STORE": str(store)}
     argv = [sys.executable, "-m", "coreagent_sdk.host", "bench.host_soak:HOST", "--port", "0"]
@@ -180,6 +226,12 @@ def start_host(idle: float, store: Path) -> subprocess.Popen[str]:
 async def main(
     duration: float, every: float, concurrency: int, idle: float, max_calls: int, timeout: float
 ) -> None:
+    for sessions in (1_000, 4_000):  # what eviction leaves must not grow with the sessions
+        live, after = await evicted_memory(sessions)
+        print(
+            f"in-process, {sessions:,} sessions of one turn each: Python memory held "
+            f"{live:,.0f} KiB in memory, {after:,.0f} KiB once evicted to the store"
+        )
     folder = tempfile.mkdtemp(prefix="host-soak-")
     store = Path(folder) / "sessions.sqlite3"
     proc = start_host(idle, store)
