@@ -256,16 +256,21 @@ async def main(
         started = time.monotonic()
         stop_at = started + duration
         samples: list[float] = []
-        async with httpx.AsyncClient(base_url=url, timeout=20) as http:
+        # Idle 30 s between samples: no kept-alive connection the server has closed meanwhile.
+        limits = httpx.Limits(keepalive_expiry=1)
+        async with httpx.AsyncClient(base_url=url, timeout=20, limits=limits) as http:
 
             async def sample() -> None:
                 await soak.check_resumed(http, 3)
                 samples.append(rss_mib(proc.pid))
                 # Does the host still open sessions quickly, whatever the calls see?
                 probe = time.monotonic()
-                made = await http.post("/sessions", headers=JSON)
-                ms = (time.monotonic() - probe) * 1000
-                took = f"{ms:.0f}" if made.status_code == 201 else "-"
+                try:
+                    made = await http.post("/sessions", headers=JSON)
+                    ms = (time.monotonic() - probe) * 1000
+                    took = f"{ms:.0f}" if made.status_code == 201 else str(made.status_code)
+                except httpx.HTTPError as exc:
+                    took = type(exc).__name__
                 print(
                     f"| {time.monotonic() - started:9.0f} | {soak.calls:8d} | "
                     f"{soak.outcomes['PeerTimeoutError']:9d} | "
