@@ -226,7 +226,7 @@ def start_host(idle: float, store: Path) -> subprocess.Popen[str]:
 async def main(
     duration: float, every: float, concurrency: int, idle: float, max_calls: int, timeout: float
 ) -> None:
-    for sessions in (1_000, 4_000):  # what eviction leaves must not grow with the sessions
+    for sessions in (500, 2_000):  # what eviction leaves must not grow with the sessions
         live, after = await evicted_memory(sessions)
         print(
             f"in-process, {sessions:,} sessions of one turn each: Python memory held "
