@@ -8,6 +8,7 @@ ticks, so a test drives hours of idleness without waiting.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import tempfile
 import weakref
@@ -43,10 +44,11 @@ def make(clock: FakeClock, idle: float = IDLE, **options: Any) -> AgentHost:
     )
 
 
-async def advance(clock: FakeClock, seconds: float, sleepers: int = 1) -> None:
-    """Move the clock, then wait until the host's sweeper sleeps again (its sweep is done)."""
+async def advance(clock: FakeClock, seconds: float) -> None:
+    """Move the clock, then let a sweeper it woke run its sweep (it awaits nothing else)."""
     clock.advance(seconds)
-    await clock.until_sleeping(sleepers)
+    for _ in range(3):  # the wake-up is scheduled, then the task runs to its next sleep
+        await asyncio.sleep(0)
 
 
 async def listing(http: httpx.AsyncClient, headers: dict[str, str] = JSON) -> dict[str, str]:
@@ -167,7 +169,7 @@ async def test_a_running_turn_is_never_evicted() -> None:
         path = await new_session(http)
         assert (await http.post(f"{path}/inject", headers=JSON, json={"message": "go"})).is_success
         await clock.until_sleeping(2)  # the sweeper and the turn
-        await advance(clock, 2 * IDLE, sleepers=2)
+        await advance(clock, 2 * IDLE)
         assert (await listing(http))[sid_of(path)] == "active"
     await host.aclose()
 
@@ -352,3 +354,23 @@ def test_one_store_file_is_not_shared_by_the_agents_of_a_multi_agent_host(
 
     with pytest.raises(TypeError, match="store= is per agent"):
         MultiAgentHost(store=tmp_path / "sessions.sqlite3")
+
+
+async def test_a_host_with_no_session_to_evict_runs_no_sweep() -> None:
+    """The sweep task runs only while a session could be evicted (a thousand idle agents of a
+    process hold no timers); its ticks keep the grid of the host's start all the same."""
+    clock = FakeClock()
+    host = make(clock)
+    async with client(host) as http:
+        assert (await listing(http)) == {"default": "active"}
+        assert clock.sleepers == 0
+        clock.advance(IDLE / 2)  # the next tick is at t = 60, counted from the host's start
+        sid = sid_of(await new_session(http))
+        await clock.until_sleeping()
+        await advance(clock, IDLE / 2)  # t = 60: idle 30 s, kept
+        await advance(clock, IDLE - 0.001)  # t = 119.999: the grid is the host's, no tick at 90
+        assert (await listing(http))[sid] == "active"
+        await advance(clock, 0.001)  # t = 120: idle 90 s, evicted; nothing left to sweep
+        assert (await listing(http))[sid] == "idle"
+        assert clock.sleepers == 0
+    await host.aclose()

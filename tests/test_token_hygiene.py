@@ -96,10 +96,11 @@ async def test_the_canary_token_never_leaks_anywhere(caplog) -> None:
         clock=clock,
         on_event=events.append,
     )
+    asleep = clock.sleepers  # the peers' idle sweeps: the calls above left sessions
     async with registration as reg:
         produced.append(repr(reg))
         fleet.expire("py")
-        await clock.until_sleeping()
+        await clock.until_sleeping(asleep + 1)
         clock.advance(20)
         for _ in range(200):
             if reg.registrations == 2:

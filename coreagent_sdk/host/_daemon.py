@@ -764,6 +764,7 @@ class AgentHost:
         self.store = SessionStore(store, window=REPLAY_WINDOW)
         self._opening: asyncio.Task[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        self._sweep_anchor = self.clock.now()
         self._resuming: dict[str, asyncio.Task[None]] = {}
         events = _EventsEndpoint(self)
         routes = [
@@ -967,6 +968,7 @@ class AgentHost:
         session = _Session(self, row.app, row.session_id, row.user)
         self._restore(session, row, events)
         self.sessions[row.session_id] = session
+        self._sweep_soon()
 
     @staticmethod
     def _restore(session: _Session, row: StoredSession, events: list[tuple[int, bytes]]) -> None:
@@ -1010,17 +1012,11 @@ class AgentHost:
         return gone
 
     def _ready(self) -> bool:
-        """Whether `open()` has run and the idle sweep runs on this loop (when there is one)."""
-        if self._opening is None or not self._opening.done():
-            return False
-        return self.session_idle_timeout <= 0 or (
-            self._sweeper is not None
-            and not self._sweeper.done()
-            and self._sweeper.get_loop() is asyncio.get_running_loop()
-        )
+        """Whether `open()` has run."""
+        return self._opening is not None and self._opening.done()
 
     async def open(self) -> None:
-        """Open the store and start the idle sweep; the first request and `serve()` call it.
+        """Open the store; the first request and `serve()` call it.
 
         A named store's sessions come back: the startup session's log and
         usage at once, the others listed as idle until a request resumes
@@ -1034,14 +1030,21 @@ class AgentHost:
             or (not opening.done() and opening.get_loop() is not loop)
         ):
             opening = self._opening = loop.create_task(self._open())
+            # The sweeps tick from here on, every sweep_period(), as the daemon's ticker
+            # from `Bind`; the task runs only while a session could be evicted.
+            self._sweep_anchor = self.clock.now()
         if opening.done():
             opening.result()
         else:
             await asyncio.shield(opening)
+
+    def _sweep_soon(self) -> None:
+        """Run the idle sweep (a session that may be evicted is in memory)."""
+        if self.session_idle_timeout <= 0:
+            return
+        loop = asyncio.get_running_loop()
         sweeper = self._sweeper
-        if self.session_idle_timeout > 0 and (
-            sweeper is None or sweeper.done() or sweeper.get_loop() is not loop
-        ):
+        if sweeper is None or sweeper.done() or sweeper.get_loop() is not loop:
             # A host called from another loop (a sync call's) sweeps on the loop in use now.
             if sweeper is not None:
                 _cancel_anywhere(sweeper)
@@ -1060,10 +1063,15 @@ class AgentHost:
             self._restore(startup, row, await self.store.events(STARTUP_SESSION))
 
     async def _sweep_forever(self) -> None:
-        """Sweep every `sweep_period()` on the host's clock, as the daemon's `SweepIdle` ticks."""
+        """Sweep every `sweep_period()` on the host's clock, as the daemon's `SweepIdle` ticks.
+
+        The ticks keep the grid the host opened on; the task ends once no session
+        in memory could be evicted (the next one created or resumed starts it again).
+        """
         period = sweep_period(self.session_idle_timeout)
-        tick = self.clock.now() + period
-        while True:
+        now = self.clock.now()
+        tick = self._sweep_anchor + period * ((now - self._sweep_anchor) // period + 1)
+        while any(sid != STARTUP_SESSION for sid in self.sessions):
             await self.clock.sleep(tick - self.clock.now())
             self.sweep()
             # A ticker drops the ticks a slow receiver missed: the next one is still ahead.
@@ -1146,6 +1154,7 @@ class AgentHost:
         session.viewers, session.contributors = acl
         if not self.store.temporary:
             session.save()  # the row is written at creation, as `registerWithACL` persists it
+        self._sweep_soon()
         host = request.headers.get("host")
         path = f"/sessions/{self.app_name}/{sid}"
         url = f"{request.url.scheme}://{host}{path}" if host else path
