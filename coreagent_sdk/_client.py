@@ -17,7 +17,13 @@ from ._agentcard import AGENT_CARD_PATH, AgentCard
 from ._asyncio_only import require_asyncio
 from ._deadline import DEFAULT_REQUEST_TIMEOUT, NO_HTTPX_TIMEOUT, outer_deadline, within
 from ._endpoint import checked_base_url, endpoint_problem, shown_url
-from ._http import make_http_client, read_json, status_error, transport_failure
+from ._http import (
+    make_http_client,
+    parse_json,
+    read_json_bytes,
+    status_error,
+    transport_failure,
+)
 from ._inflate import ACCEPT_ENCODING
 from ._oversized import OversizedFrame
 from ._sse import MAX_EVENT_BYTES, MAX_LINE_BYTES, iter_frames
@@ -260,11 +266,18 @@ class AttachClient:
         return await self._bounded(self._json_now(method, path, what, **kwargs), f"{method} {path}")
 
     async def _json_now(self, method: str, path: str, what: str, **kwargs: Any) -> Any:
+        got = await self._body_now(method, path, what, **kwargs)
+        return None if got is None else parse_json(*got, what)
+
+    async def _body_now(
+        self, method: str, path: str, what: str, **kwargs: Any
+    ) -> tuple[bytearray, str] | None:
+        """The answer's JSON body undecoded and the host that sent it (None: a 204)."""
         response = await self._send(method, path, **kwargs)
         try:
             if response.status_code == 204:
                 return None
-            return await read_json(response, what)
+            return await read_json_bytes(response, what), response.url.host
         except _HTTPX_ERRORS as exc:
             # A body cut short, a broken stream: the answer never arrived whole.
             if isinstance(exc, CoreAgentError):
@@ -380,17 +393,33 @@ class AttachClient:
 
     async def list_peers(self, labels: Mapping[str, str] | None = None) -> tuple[PeerRecord, ...]:
         """`GET /peers` on a hub, filtered by labels (every pair must match)."""
+        got = await self._peer_list_body(labels)
+        data: Any = None if got is None else parse_json(*got, "peer list")
+        return PeerList.from_dict(data).peers
+
+    async def _peer_list_body(
+        self, labels: Mapping[str, str] | None
+    ) -> tuple[bytearray, str] | None:
+        """`GET /peers`' body undecoded and the host that sent it (None: a 204).
+
+        `HubDirectory` compares it with the last body before decoding: an
+        unchanged roster of 10,000 peers is then not decoded again.
+        """
         params: list[tuple[str, str | int | float | bool | None]] = [
             ("label", f"{k}={v}") for k, v in sorted((labels or {}).items())
         ]
-        data = await self._json(
-            "GET",
-            "/peers",
-            "peer list",
-            params=params or None,
-            hint_by_status={404: "this daemon keeps no peer registry; point at the fleet's hub"},
+        return await self._bounded(
+            self._body_now(
+                "GET",
+                "/peers",
+                "peer list",
+                params=params or None,
+                hint_by_status={
+                    404: "this daemon keeps no peer registry; point at the fleet's hub"
+                },
+            ),
+            "GET /peers",
         )
-        return PeerList.from_dict(data).peers
 
     async def register_peer(
         self,

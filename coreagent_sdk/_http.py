@@ -30,8 +30,9 @@ __all__ = [
     "ERROR_EXCERPT_BYTES",
     "MAX_JSON_BYTES",
     "make_http_client",
+    "parse_json",
     "read_bounded",
-    "read_json",
+    "read_json_bytes",
     "status_error",
     "transport_failure",
 ]
@@ -117,13 +118,19 @@ async def read_bounded(response: httpx.Response, limit: int) -> tuple[bytearray,
     return body, False
 
 
-async def read_json(response: httpx.Response, what: str) -> Any:
+async def read_json_bytes(response: httpx.Response, what: str) -> bytearray:
+    """A JSON answer's body, undecoded; over `MAX_JSON_BYTES` is a ProtocolError."""
     body, more = await read_bounded(response, MAX_JSON_BYTES)
     if more:
         raise ProtocolError(
             f"attach: the {what} answer from {response.url.host!r} is over "
             f"{MAX_JSON_BYTES} bytes; refusing to buffer it"
         )
+    return body
+
+
+def parse_json(body: bytes | bytearray, host: str, what: str) -> Any:
+    """`body` decoded; what is not JSON is a ProtocolError quoting a scrubbed excerpt."""
     try:
         return json.loads(body)
     except (ValueError, RecursionError):
@@ -132,7 +139,7 @@ async def read_json(response: httpx.Response, what: str) -> Any:
     # `doc`, and would otherwise ride along as __context__.
     excerpt, cut = server_text(body[: ERROR_EXCERPT_BYTES + slack()], ERROR_EXCERPT_BYTES)
     raise ProtocolError(
-        f"attach: the {what} answer from {response.url.host!r} is not JSON: "
+        f"attach: the {what} answer from {host!r} is not JSON: "
         f"{excerpt!r}{'...' if cut else ''}; is that URL an attach-mode daemon?"
     )
 

@@ -36,6 +36,7 @@ __all__ = [
     "LOG_FILTER",
     "REDACTED",
     "forget_all",
+    "generation",
     "install_log_filter",
     "register",
     "scrub",
@@ -63,11 +64,21 @@ _secrets: OrderedDict[str, None] = OrderedDict()
 _variants: tuple[str, ...] = ()  # replaced wherever they occur
 _words: re.Pattern[str] | None = None  # short spellings, replaced as whole words
 _longest = 0
+_generation = 0  # bumped whenever the set of secrets changes
+
+
+def generation() -> int:
+    """A number that changes whenever the set of scrubbed secrets does.
+
+    Whoever keeps the outcome of a check against the secrets (a row once
+    accepted, an id once let through) checks again when it changed.
+    """
+    return _generation
 
 
 def register(secret: str | None) -> None:
     """Scrub `secret` (and its escaped and percent-encoded spellings) from every message."""
-    global _variants, _words, _longest
+    global _variants, _words, _longest, _generation
     if not secret:
         return
     with _lock:
@@ -75,6 +86,7 @@ def register(secret: str | None) -> None:
             _secrets.move_to_end(secret)
             return
         _secrets[secret] = None
+        _generation += 1
         while len(_secrets) > _MAX_SECRETS:
             _secrets.popitem(last=False)
         spellings = set()
@@ -99,8 +111,9 @@ def _spellings(secret: str) -> set[str]:
 
 def forget_all() -> None:
     """Drop every registered secret (for tests of the registry itself)."""
-    global _variants, _words, _longest
+    global _variants, _words, _longest, _generation
     with _lock:
+        _generation += 1
         _secrets.clear()
         _variants, _words, _longest = (), None, 0
 

@@ -457,6 +457,90 @@ async def test_an_unchanged_roster_is_encoded_once_and_answered_byte_for_byte(
     await fleet.aclose()
 
 
+async def test_a_renewed_lease_re_encodes_that_row_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 16.13: one lease renewing made the hub re-encode all 10,000 rows."""
+    from coreagent_sdk.host import _registry
+
+    encoded: list[str] = []
+    record = _registry._Entry.record
+
+    def counting(self: Any, *, redact: bool) -> dict[str, Any]:
+        encoded.append(self.name)
+        return record(self, redact=redact)
+
+    monkeypatch.setattr(_registry._Entry, "record", counting)
+    clock = FakeClock()
+    fleet = Fleet(clock=clock)
+    for i in range(50):
+        fleet.add_peer(f"p-{i}", ttl=30)
+    rid = fleet.registry.get("p-7").registration_id  # type: ignore[union-attr]
+    async with httpx.AsyncClient(transport=fleet.transport) as http:
+        first = {r["name"]: r for r in (await http.get(f"{fleet.hub_url}/peers")).json()["peers"]}
+        assert len(encoded) == 50
+        encoded.clear()
+        clock.advance(1)
+        fleet.registry.heartbeat(rid)
+        second = {r["name"]: r for r in (await http.get(f"{fleet.hub_url}/peers")).json()["peers"]}
+    assert encoded == ["p-7"]
+    assert second.pop("p-7")["last_heartbeat"] > first.pop("p-7")["last_heartbeat"]
+    assert second == first
+    await fleet.aclose()
+
+
+async def test_the_listing_is_byte_for_byte_a_fresh_encoding_after_every_kind_of_change() -> None:
+    """The hub keeps each row encoded: whatever changed, the body must be what encoding
+    every record afresh gives, for every view (a stale row would show here)."""
+    from coreagent_sdk.host._gowire import go_json
+
+    clock = FakeClock()
+    fleet = Fleet(clock=clock, tokens=TOKENS)
+    registry = fleet.registry
+    fleet.add_peer("a", labels={"team": "<r&d>\u2028"}, token=ALICE, ttl=30)
+    fleet.add_peer("b", token=BOB, ttl=30)
+
+    async def check(http: httpx.AsyncClient) -> None:
+        for token, caller in ((ALICE, Identity("alice")), (BOB, Identity("bob")), (ROOT, None)):
+            got = (await http.get(f"{fleet.hub_url}/peers", headers=bearer(token))).content
+            records = [
+                e.record(redact=not registry.may_manage(e, caller)) for e in registry.peers()
+            ]
+            assert got == (go_json({"peers": records}) + "\n").encode(), token
+
+    async with httpx.AsyncClient(transport=fleet.transport) as http:
+        await check(http)
+        made = await http.post(
+            f"{fleet.hub_url}/peers",
+            headers={**JSON, **bearer(BOB)},
+            json={"name": "c", "endpoint": "http://c:1", "heartbeat_ttl_sec": 30},
+        )
+        rid = made.json()["registration_id"]
+        await check(http)  # registered
+        clock.advance(4)
+        beat = await http.post(
+            f"{fleet.hub_url}/peers/{rid}/heartbeat", headers={**JSON, **bearer(BOB)}
+        )
+        assert beat.is_success
+        await check(http)  # a heartbeat moved c's lease
+        clock.advance(10)
+        await check(http)  # a and b beat by themselves (a third of their lease)
+        registry.set_endpoint("b", "http://127.0.0.1:1")
+        await check(http)  # an endpoint moved
+        again = await http.post(
+            f"{fleet.hub_url}/peers",
+            headers={**JSON, **bearer(ALICE)},
+            json={"name": "a", "endpoint": "http://a:1", "labels": {"team": "ops"}},
+        )
+        assert again.status_code == 201
+        await check(http)  # registered again with new labels
+        fleet.expire("b")
+        await check(http)  # a lease lapsed
+        gone = await http.delete(f"{fleet.hub_url}/peers/{rid}", headers={**JSON, **bearer(BOB)})
+        assert gone.is_success
+        await check(http)  # deregistered
+        assert [e.name for e in registry.peers()] == ["a"]
+    await fleet.aclose()
+
+
 async def test_the_listing_changes_with_every_write_to_the_registry() -> None:
     clock = FakeClock()
     listing = Listing(Fleet(clock=clock))

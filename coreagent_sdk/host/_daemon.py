@@ -1310,11 +1310,13 @@ class AgentHost:
         key = (view, tuple(sorted(labels.items())))
         body = self._listings.get(key)
         if body is None:
-            records = [
-                e.record(redact=not self.registry.may_manage(e, caller))
+            # Row by row, each kept encoded on its entry: byte for byte what encoding
+            # {"peers": [records]} whole gives, with only the changed rows re-encoded.
+            rows = [
+                e.row(redact=not self.registry.may_manage(e, caller))
                 for e in self.registry.peers(labels)
             ]
-            encoded = bytes(json_response({"peers": records}).body)
+            encoded = ('{"peers":[' + ",".join(rows) + "]}\n").encode()
             if len(self._listings) >= _MAX_LISTINGS:  # callers choose filters: stay bounded
                 self._listings.clear()
             self._listings[key] = body = encoded

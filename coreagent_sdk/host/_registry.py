@@ -12,6 +12,8 @@ import attrs
 
 from coreagent_sdk import Clock, SystemClock, endpoint_problem
 
+from ._gowire import go_json
+
 __all__ = [
     "DEFAULT_TTL",
     "MAX_TTL",
@@ -55,7 +57,13 @@ class RegistryError(ValueError):
     """A registration the hub refuses (answered 400)."""
 
 
-@attrs.define
+def _forget_rows(entry: _Entry, _attribute: attrs.Attribute[Any], value: Any) -> Any:
+    # Any field set anew (a beat, a lease, an endpoint) may change what the entry lists.
+    entry._rows.clear()
+    return value
+
+
+@attrs.define(on_setattr=_forget_rows)
 class _Entry:
     """One peer's registration on a hub: its name, endpoint, labels, lease and owner.
 
@@ -84,6 +92,11 @@ class _Entry:
     lease_expires: float
     # Kept alive by its (simulated) daemon: renewed lazily, see PeerRegistry.keep_alive.
     kept: bool = False
+    # The row as `GET /peers` encodes it, per view (redacted or not), dropped whenever a
+    # field is set (_forget_rows): a 10,000-peer listing re-encodes only the rows whose
+    # lease or endpoint moved since, not all of them whenever one lease renews. (Labels
+    # are replaced, never changed in place: a new registration is a new entry.)
+    _rows: dict[bool, str] = attrs.field(factory=dict, init=False, repr=False, eq=False)
 
     def renew(self, now: float) -> None:
         """Bring a kept lease up to `now` as heartbeats every third of the TTL would have."""
@@ -108,6 +121,13 @@ class _Entry:
         out["lease_expires_at"] = rfc3339(self.lease_expires)
         return out
 
+    def row(self, *, redact: bool) -> str:
+        """`record(redact=...)` as Go encodes it, re-encoded only when what it shows moved."""
+        text = self._rows.get(redact)
+        if text is None:
+            text = self._rows[redact] = go_json(self.record(redact=redact))
+        return text
+
 
 class PeerRegistry:
     """Leases (default 60 s, at most 5 min), owners, label filters, pruning on a clock.
@@ -129,6 +149,9 @@ class PeerRegistry:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._by_name: dict[str, _Entry] = {}
         self._ids: dict[str, _Entry] = {}  # by registration id; may hold stale ids, see _by_id
+        # The names sorted, as listings show them: None whenever a name comes or goes
+        # (sorting 10,000 names cost a listing as much as encoding its changed rows).
+        self._order: list[str] | None = None
         self._swept: float | None = None  # the prune tick last swept
         self._epoch = self.clock.now()  # the prune ticker starts with the registry
         # What `version()` serves: a counter bumped by every write, and the moment
@@ -187,6 +210,7 @@ class PeerRegistry:
         gone = [n for n, e in self._by_name.items() if not e.kept and e.lease_expires <= tick]
         for name in gone:
             del self._by_name[name]
+            self._order = None
         return gone
 
     def register(
@@ -232,6 +256,7 @@ class PeerRegistry:
             lease_expires=now + ttl,
         )
         self._by_name[name] = entry
+        self._order = None
         self._ids[entry.registration_id] = entry
         if len(self._ids) > 2 * len(self._by_name) + 64:  # drop ids of entries long gone
             self._ids = {e.registration_id: e for e in self._by_name.values()}
@@ -269,6 +294,7 @@ class PeerRegistry:
         if not self.may_manage(entry, caller):
             return False
         del self._by_name[entry.name]
+        self._order = None
         self._changed()
         return True
 
@@ -284,12 +310,17 @@ class PeerRegistry:
         self.prune()
         wanted = dict(labels or {})
         now = self.clock.now()
-        listed = [
-            e
-            for _, e in sorted(self._by_name.items())
-            # A missing label reads as "", so `k=` matches peers without `k`, as on a daemon.
-            if all(e.labels.get(k, "") == v for k, v in wanted.items())
-        ]
+        by_name = self._by_name
+        if self._order is None:
+            self._order = sorted(by_name)
+        listed = [by_name[name] for name in self._order]
+        if wanted:
+            listed = [
+                e
+                for e in listed
+                # A missing label reads as "", so `k=` matches peers without `k`, as on a daemon.
+                if all(e.labels.get(k, "") == v for k, v in wanted.items())
+            ]
         for entry in listed:
             entry.renew(now)
         return listed
@@ -308,6 +339,7 @@ class PeerRegistry:
         entry.renew(now)
         if entry.lease_expires <= self._last_tick(now):
             del self._by_name[name]
+            self._order = None
             return None
         return entry
 
@@ -317,7 +349,10 @@ class PeerRegistry:
         if entry is None:
             return False
         entry.kept = keep
-        self._swept = None  # an un-kept lease may have lapsed by the current tick already
+        if not keep:
+            # An un-kept lease may have lapsed by the current tick already. (Only then:
+            # re-sweeping on every keep made adding n peers to a fleet O(n^2).)
+            self._swept = None
         self._changed()
         return True
 
@@ -328,12 +363,14 @@ class PeerRegistry:
             return False
         # Lapsed long ago, so every prune tick since has dropped it: gone now.
         del self._by_name[name]
+        self._order = None
         self._changed()
         return True
 
     def remove(self, name: str) -> bool:
         """Drop `name`'s registration whoever owns it (the simulator's own bookkeeping)."""
         self._changed()
+        self._order = None
         return self._by_name.pop(name, None) is not None
 
     def set_endpoint(self, name: str, endpoint: str) -> None:
