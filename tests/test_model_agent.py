@@ -159,6 +159,7 @@ async def test_a_scripted_router_delegates_by_name_and_answers_with_the_peers_an
     )
     (response,) = outcome.responses()
     assert response.id == call.id and response.response["peer"] == "storage"
+    assert call.id == "call-0-0"  # the model's own id for the call, as ADK records it
     await host.aclose()
 
 

@@ -197,12 +197,18 @@ class Turn:
         return (await self.call_peers([(peer, prompt)]))[0]
 
     async def call_peers(
-        self, calls: Sequence[tuple[str, str]], *, text: str = ""
+        self,
+        calls: Sequence[tuple[str, str]],
+        *,
+        text: str = "",
+        ids: Sequence[str] | None = None,
     ) -> list[dict[str, Any]]:
         """Several `call_peer` calls at once: one model event with every function call (as a
         model asks for parallel tools), one event with every response, in the same order.
-        `text`, when given, is the model's words in the calls' event, before them."""
-        ids = [f"call-{uuid.uuid4().hex[:16]}" for _ in calls]
+        `text`, when given, is the model's words in the calls' event, before them; `ids`, the
+        model's ids of the calls (minted when not given), pair each call with its response."""
+        if ids is None or len(ids) != len(calls) or not all(ids):
+            ids = [f"call-{uuid.uuid4().hex[:16]}" for _ in calls]
         self._event(
             ([Part(text=text)] if text else [])
             + [

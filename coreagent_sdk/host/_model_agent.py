@@ -357,7 +357,7 @@ class ModelAgent:
             if not peers:
                 return []
             pairs = [(str(c.arguments["peer"]), str(c.arguments["prompt"])) for c in peers]
-            return await turn.call_peers(pairs, text=text)
+            return await turn.call_peers(pairs, text=text, ids=[c.id for c in peers])
 
         async def run_local() -> list[dict[str, Any]]:
             if not local:
