@@ -17,20 +17,29 @@ without OpenTelemetry. How each rule holds it:
   conventions where they fit (`gen_ai.operation.name`, `gen_ai.agent.name`,
   `gen_ai.conversation.id` = the peer's session, `gen_ai.tool.name`,
   `error.type`) and say the rest under `coreagent.call_peer.*`.
-- A daemon (the simulator's) extracts the context from the inject request
-  and runs the turn that drains the message inside an `invoke_agent {agent}`
-  span that is its child, so a delegation tree is one trace.
-- Neither span carries the prompt, the answer or any credential.
+- The agent host's server and turn spans are the daemon's (`host/_spans.py`):
+  a turn is a new trace that links to its injects. Inside a turn of a host
+  made with `propagate_trace=False` (the simulator's daemons, as real ones)
+  `no_propagation` is in force and `trace_headers` sends nothing.
+- No span carries the prompt, the answer or any credential.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import importlib.util
-from collections.abc import Awaitable, Iterator, Mapping
+from collections.abc import Awaitable, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["AVAILABLE", "PROVIDER_NAME", "call_span", "outcome", "trace_headers", "turn_span"]
+__all__ = [
+    "AVAILABLE",
+    "PROVIDER_NAME",
+    "call_span",
+    "no_propagation",
+    "outcome",
+    "trace_headers",
+]
 
 AVAILABLE = importlib.util.find_spec("opentelemetry") is not None
 PROVIDER_NAME = "core-agent"  # gen_ai.provider.name: the system answering an invoke_agent
@@ -38,6 +47,10 @@ _SCOPE = "coreagent_sdk"
 _HEADERS = ("traceparent", "tracestate")
 
 T = TypeVar("T")
+# False inside a turn of a host that does not propagate: its calls send no traceparent.
+_PROPAGATE: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "coreagent_propagate_trace", default=True
+)
 
 _otel: Any = None  # the opentelemetry modules, imported on first use
 
@@ -142,7 +155,7 @@ def call_span(tool: str, peer: str) -> CallSpan | None:
 
 def trace_headers() -> dict[str, str] | None:
     """`traceparent` (and `tracestate`) of the current span, or None when there is none."""
-    if not AVAILABLE:
+    if not AVAILABLE or not _PROPAGATE.get():
         return None
     trace = _modules().trace
     if not trace.get_current_span().get_span_context().is_valid:
@@ -153,33 +166,11 @@ def trace_headers() -> dict[str, str] | None:
     return picked or None
 
 
-def picked_headers(headers: Mapping[str, str]) -> dict[str, str] | None:
-    """The trace headers of an incoming request, kept for the turn it wakes (None: none)."""
-    if not AVAILABLE:
-        return None
-    found = {k: headers[k] for k in _HEADERS if k in headers}
-    return found or None
-
-
 @contextlib.contextmanager
-def turn_span(
-    agent: str, carrier: Mapping[str, str] | None, attributes: Mapping[str, Any]
-) -> Iterator[None]:
-    """Run a daemon's turn inside an `invoke_agent {agent}` span, child of `carrier`'s context."""
-    if not AVAILABLE or (not carrier and _idle(_modules().trace)):
+def no_propagation() -> Iterator[None]:
+    """Within it (and the tasks it starts), calls send no `traceparent`: as a daemon's don't."""
+    token = _PROPAGATE.set(False)
+    try:
         yield
-        return
-    otel = _modules()
-    parent = otel.propagate.extract(dict(carrier)) if carrier else None
-    with _tracer().start_as_current_span(
-        f"invoke_agent {agent}",
-        context=parent,
-        kind=otel.trace.SpanKind.INTERNAL,
-        attributes={
-            "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.provider.name": PROVIDER_NAME,
-            "gen_ai.agent.name": agent,
-            **attributes,
-        },
-    ):
-        yield
+    finally:
+        _PROPAGATE.reset(token)

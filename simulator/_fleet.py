@@ -269,6 +269,8 @@ class Fleet:
         options.setdefault("peer_tool", self.call_peer)
         if self.raise_behavior_errors:
             options["on_agent_error"] = functools.partial(self._behavior_failed, name)
+        # A real daemon's call_peer sends no traceparent; a simulated one behaves so.
+        options.setdefault("propagate_trace", False)
         return Daemon(name, stream_hook=faults, middleware=faults.wrap, **options)
 
     def _behavior_failed(self, name: str, exc: Exception) -> None:

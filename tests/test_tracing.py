@@ -1,4 +1,4 @@
-"""OpenTelemetry: a CallPeer call is a client span, a simulated turn its child, a tree one trace."""
+"""OpenTelemetry: a CallPeer call is a client span; simulated daemons trace as real ones do."""
 
 from __future__ import annotations
 
@@ -11,46 +11,18 @@ import pytest
 pytest.importorskip("opentelemetry.sdk")
 
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 from coreagent_sdk.errors import PeerTimeoutError
 from simulator import Fleet, behaviors
 
-
-class Switch(SpanProcessor):
-    """Forwards finished spans only while a test of this module runs."""
-
-    def __init__(self, inner: SpanProcessor) -> None:
-        self.inner = inner
-        self.on = False
-
-    def on_end(self, span: ReadableSpan) -> None:
-        if self.on:
-            self.inner.on_end(span)
-
-
-_EXPORTER = InMemorySpanExporter()
-_SWITCH = Switch(SimpleSpanProcessor(_EXPORTER))
+from .otel_spans import recording
 
 
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
-    # The global provider can be set once per process: set it once, switch recording per test.
-    if not getattr(trace.get_tracer_provider(), "_coreagent_test", False):
-        provider = TracerProvider()
-        provider.add_span_processor(_SWITCH)
-        provider._coreagent_test = True  # type: ignore[attr-defined]
-        trace.set_tracer_provider(provider)
-    _EXPORTER.clear()
-    _SWITCH.on = True
-    try:
-        yield _EXPORTER
-    finally:
-        _SWITCH.on = False
-        _EXPORTER.clear()
+    yield from recording()
 
 
 def two_hops(fleet: Fleet) -> None:
@@ -59,7 +31,7 @@ def two_hops(fleet: Fleet) -> None:
 
 
 @pytest.mark.parametrize("mode", ["in-process", "loopback"])
-async def test_a_two_hop_tree_is_one_trace_of_client_and_turn_spans(
+async def test_a_two_hop_tree_is_traced_as_daemons_trace_it_and_is_one_tree_in_the_fleets_calls(
     spans: InMemorySpanExporter, mode: str
 ) -> None:
     fleet = Fleet()
@@ -74,29 +46,43 @@ async def test_a_two_hop_tree_is_one_trace_of_client_and_turn_spans(
         await tool.aclose()
         await fleet.aclose()
 
-    calls = [s for s in spans.get_finished_spans() if s.kind == SpanKind.CLIENT]
-    turns = [s for s in spans.get_finished_spans() if s.kind == SpanKind.INTERNAL]
+    finished = spans.get_finished_spans()
+    calls = [s for s in finished if s.kind == SpanKind.CLIENT]
+    turns = [s for s in finished if s.name == "agent.turn"]
+    invokes = [s for s in finished if s.kind == SpanKind.INTERNAL and s.name.startswith("invoke")]
+    injects = [s for s in finished if s.kind == SpanKind.SERVER and s.name.endswith("/inject")]
     call_region = next(s for s in calls if s.attributes["gen_ai.agent.name"] == "region")
     call_zone = next(s for s in calls if s.attributes["gen_ai.agent.name"] == "zone")
     turn_region = next(s for s in turns if s.attributes["gen_ai.agent.name"] == "region")
     turn_zone = next(s for s in turns if s.attributes["gen_ai.agent.name"] == "zone")
+    invoke_region = next(s for s in invokes if s.attributes["gen_ai.agent.name"] == "region")
+    inject_region = next(s for s in injects if s.parent is not None)
+    (inject_zone,) = [s for s in injects if s is not inject_region]
 
-    trace_id = root.get_span_context().trace_id
-    assert {s.context.trace_id for s in (call_region, turn_region, call_zone, turn_zone)} == {
-        trace_id
-    }
-    # caller -> region's turn -> region's own call to zone -> zone's turn
+    # The caller's trace reaches region's inject (a SERVER span, child via traceparent) ...
     assert call_region.parent.span_id == root.get_span_context().span_id
-    assert turn_region.parent.span_id == call_region.context.span_id
-    assert call_zone.parent.span_id == turn_region.context.span_id
-    assert turn_zone.parent.span_id == call_zone.context.span_id
+    assert inject_region.parent.span_id == call_region.context.span_id
+    assert inject_region.context.trace_id == root.get_span_context().trace_id
     if mode == "loopback":
         # Across sockets only the traceparent header can have carried the context.
-        assert turn_region.parent.is_remote and turn_zone.parent.is_remote
+        assert inject_region.parent.is_remote
+    # ... region's turn is a new trace linking that inject (turnspan.go) ...
+    assert turn_region.parent is None
+    assert turn_region.context.trace_id != root.get_span_context().trace_id
+    assert [link.context for link in turn_region.links] == [inject_region.context]
+    assert invoke_region.parent.span_id == turn_region.context.span_id
+    assert call_zone.parent.span_id == invoke_region.context.span_id
+    # ... and region's call to zone sends no traceparent, as a daemon's does not.
+    assert inject_zone.parent is None
+    assert inject_zone.context.trace_id != turn_region.context.trace_id
+    assert [link.context for link in turn_zone.links] == [inject_zone.context]
+    # The fleet's own record of calls keeps the tree whole.
+    drawn = [prefix + record.peer for prefix, record in fleet.calls.tree().walk()]
+    assert drawn == ["region", "└── zone"]
+    assert turn_region.attributes["gen_ai.conversation.id"] == result.session_id
     assert call_region.name == "invoke_agent region"
     assert call_region.attributes["gen_ai.operation.name"] == "invoke_agent"
     assert call_region.attributes["gen_ai.conversation.id"] == result.session_id
-    assert turn_region.attributes["gen_ai.conversation.id"] == result.session_id
     assert call_region.attributes["coreagent.call_peer.outcome"] == "ok"
     assert call_region.attributes["coreagent.call_peer.response_bytes"] == len(b"3 pods ready")
     assert call_region.attributes["coreagent.call_peer.truncated"] is False

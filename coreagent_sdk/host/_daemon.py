@@ -41,7 +41,6 @@ from .._clock import Clock, SystemClock
 from .._directory import Directory, HubDirectory
 from .._endpoint import checked_base_url
 from .._quote import go_quote
-from .._tracing import picked_headers, turn_span
 from .._wire import PROTOCOL_VERSION, AgentEvent, AgentFrame, Content, Part
 from ..errors import CoreAgentError
 from ._agents import Agent, Turn, TurnAbandoned, TurnFailed, echo
@@ -59,6 +58,7 @@ from ._ratelimit import SessionRateLimit, SessionRateLimiter
 from ._registry import ANONYMOUS, Identity, PeerRegistry, RegistryError, rfc3339
 from ._runtimes import Runtimes, run_turn
 from ._store import SessionStore, StoredSession, sweep_period
+from ._spans import ServerSpans, inject_span_context, turn_span
 
 __all__ = [
     "DEFAULT_SESSION_IDLE_TIMEOUT",
@@ -127,7 +127,7 @@ class _Session:
         # Only the newest REPLAY_WINDOW events are kept: a daemon replays no more.
         self.log: deque[tuple[int, bytes]] = deque(maxlen=REPLAY_WINDOW)
         self.subscribers: set[asyncio.Queue[bytes | None]] = set()
-        self.trace_context: dict[str, str] | None = None  # traceparent of the last inject
+        self.inject_spans: dict[str, Any] = {}  # queued entry id -> its inject's span context
         self.inbox: list[tuple[str, str]] = []
         self.worker: asyncio.Task[None] | None = None
         self.busy = False
@@ -189,6 +189,9 @@ class _Session:
             "inbox", {"state": "queued", "prompt_id": prompt_id, "queued_at": rfc3339(time.time())}
         )
         self.inbox.append((prompt_id, message))
+        span_context = inject_span_context()  # the inject's SERVER span: the turn links it
+        if span_context is not None:
+            self.inject_spans[prompt_id] = span_context
         if wake:
             self.wake()
         return prompt_id
@@ -242,32 +245,41 @@ class _Session:
         )
         last_turn = None
         try:
-            last_turn = await self._run(turn, prompt, started)
+            injects = [self.inject_spans.pop(entry_id, None) for entry_id, _ in drained]
+            last_turn = await self._run(turn, prompt, started, injects)
         finally:
             self.publish("status-update", {"turn_state": "idle"})
         if last_turn is not None:
             # After idle, as the daemon's tracker reports the finished turn (protocol.md).
             self.publish("usage-update", {**self.usage(), "last_turn": last_turn})
 
-    async def _run(self, turn: Turn, prompt: str, started: float) -> dict[str, Any] | None:
+    async def _run(
+        self, turn: Turn, prompt: str, started: float, injects: list[Any]
+    ) -> dict[str, Any] | None:
         """Run the agent; the finished turn's `last_turn` usage, or None when it did not finish."""
-        try:
-            with turn_span(
-                self.daemon.name,
-                self.trace_context,
-                {"gen_ai.conversation.id": self.session_id, "coreagent.prompt_id": turn.prompt_id},
-            ):
+        with turn_span(
+            self.daemon.name,
+            self.session_id,
+            turn.prompt_id,
+            injects,
+            propagate=self.daemon.propagate_trace,
+        ) as span:
+            try:
                 await run_turn(self.daemon, turn)
-        except (TurnFailed, TurnAbandoned):
-            return None
-        except Exception as exc:  # a behaviour bug is the peer's turn error, as on a daemon
-            self.publish(
-                "turn-error",
-                {"kind": "unknown", "message": f"behaviour raised {exc!r}", "retryable": False},
-            )
-            if self.daemon.on_agent_error is not None:
-                self.daemon.on_agent_error(exc)
-            return None
+            except TurnFailed as exc:
+                span.fail("TurnFailed", str(exc))
+                return None
+            except TurnAbandoned:
+                return None
+            except Exception as exc:  # a behaviour bug is the peer's turn error, as on a daemon
+                message = f"behaviour raised {exc!r}"
+                span.fail(type(exc).__name__, message)
+                self.publish(
+                    "turn-error", {"kind": "unknown", "message": message, "retryable": False}
+                )
+                if self.daemon.on_agent_error is not None:
+                    self.daemon.on_agent_error(exc)
+                return None
         tokens_in = turn.tokens_in if turn.tokens_in is not None else max(1, len(prompt) // 4)
         self.tokens_in += tokens_in
         self.tokens_out += turn.tokens_out
@@ -322,6 +334,7 @@ class _Session:
         """Free the session: stop its turn and end its streams."""
         self.drop_streams()
         self.inbox.clear()
+        self.inject_spans.clear()
         worker, self.worker = self.worker, None
         if worker is not None and not worker.done():
             worker.cancel()
@@ -626,6 +639,9 @@ class AgentHost:
     the agent's runtime as `turn.runtime`, built on first use under
     ``agent_id`` (default: ``name``) and leased for the turn, so the cache
     never closes it mid-turn; `MultiAgentHost` serves many agents this way.
+    ``propagate_trace`` (on by default) lets a `call_peer` made inside a turn
+    send `traceparent`, so the callee's trace continues this one; a daemon's
+    does not, and False behaves as it does (docs/guides/tracing.md).
 
     Attributes:
         name: The agent's name: its card's name, and a simulated fleet's peer name.
@@ -664,6 +680,7 @@ class AgentHost:
         runtimes: The `RuntimeCache` each turn leases this agent's runtime from
             (`turn.runtime`), or None: turns get no runtime.
         agent_id: The agent's id in `runtimes` (its name unless given).
+        propagate_trace: True when calls made inside a turn send `traceparent`.
     """
 
     def __init__(
@@ -696,6 +713,7 @@ class AgentHost:
         runtimes: Runtimes | None = None,
         agent_id: str | None = None,
         store: str | os.PathLike[str] | None = None,
+        propagate_trace: bool = True,
     ) -> None:
         if (
             isinstance(session_idle_timeout, bool)
@@ -723,6 +741,7 @@ class AgentHost:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.stream_hook = stream_hook
         self.on_agent_error = on_agent_error
+        self.propagate_trace = bool(propagate_trace)
         self.app_name = app_name
         self.model = model
         self.provider = provider
@@ -786,7 +805,8 @@ class AgentHost:
                 Route("/peers/{rid}/heartbeat", self._heartbeat, methods=["POST"]),
                 Route("/peers/{rid}", self._deregister, methods=["DELETE"]),
             ]
-        app: ASGIApp = _Guard(Starlette(routes=routes), self)
+        # The daemon's otelhttp wraps everything it serves, the card and refusals too.
+        app: ASGIApp = ServerSpans(_Guard(Starlette(routes=routes), self))
         self.app = middleware(app) if middleware is not None else app
         # Every daemon starts with one session of its own; it is never evicted or deleted.
         self.sessions[STARTUP_SESSION] = _Session(self, app_name, STARTUP_SESSION, ANONYMOUS.name)
@@ -1227,7 +1247,6 @@ class AgentHost:
         draining = self._rejects_draining()
         if draining is not None:
             return draining
-        session.trace_context = picked_headers(request.headers)  # for the turn's span
         prompt_id = session.enqueue(message, wake=wake)
         return json_response(
             {
