@@ -476,3 +476,37 @@ async def test_a_host_without_a_description_serves_no_card() -> None:
     open_card = AgentHost("agent", description="Answers")
     async with client(open_card) as http:
         assert "securitySchemes" not in (await http.get("/.well-known/agent-card.json")).json()
+
+
+@pytest.mark.parametrize("via", ["inject", "wake"])
+async def test_wake_loop_frames_even_one_drained_message_as_the_inbox_bundle(via: str) -> None:
+    """Pins `pkg/runner/wakeloop.go` `WakeLoop` (every turn is `Run(ctx, "")`) with
+    `pkg/agent/inbox.go` `prependInboxMessages`: with no operator text the drained batch is
+    the turn, framed by `formatInboxBundle("[Inbox]", ...)` even when it holds one message.
+    A behaviour still gets the message itself as `turn.prompt`."""
+    seen: list[tuple[str, str, tuple[str, ...]]] = []
+
+    async def look(turn: Turn) -> None:
+        seen.append((turn.prompt, turn.model_prompt, turn.messages))
+        await turn.say("ok")
+
+    async with client(AgentHost("agent", behavior=look, session_rate_limit=None)) as http:
+        path = await new_session(http)
+
+        async def ask() -> None:
+            if via == "inject":
+                sent = await http.post(f"{path}/inject", json={"message": "hello"}, headers=JSON)
+            else:
+                sent = await http.post(f"{path}/wake", json={"prompt": "hello"}, headers=JSON)
+            assert sent.status_code == 200
+
+        got = await frames(http, f"{path}/events", lambda e, _: e == "turn-complete", after=ask)
+    users = [
+        p["event"]["Content"]["parts"][0]["text"]
+        for e, p in got
+        if e == "agent" and p["event"]["Author"] == "user"
+    ]
+    assert len(users) == 1
+    assert users[0].startswith("[Inbox]\n- hello\n\nHow to handle the bundle:\n- Variants of ")
+    assert users[0].endswith("treat the bundle as the next request and respond once.")
+    assert seen == [("hello", users[0], ("hello",))]

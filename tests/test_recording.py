@@ -21,6 +21,7 @@ from coreagent_sdk import (
     StaticDirectory,
 )
 from coreagent_sdk.errors import FrameTooLargeError
+from coreagent_sdk.host._daemon import inbox_block
 from simulator import Fleet, behaviors
 
 from .conftest import ReachFactory
@@ -63,7 +64,9 @@ async def test_a_call_peer_recording_holds_the_session_the_inject_and_every_fram
         for e in recording.frames()
         if e.event == "agent"
     ]
-    assert texts[:2] == ["How is prod-1?", "listing nodes"] and "3 nodes ready" in texts
+    # The user's event is the drained message as the daemon frames it: an [Inbox] bundle.
+    assert texts[:2] == [inbox_block(["How is prod-1?"]), "listing nodes"]
+    assert "3 nodes ready" in texts
     times = [e.t for e in recording.entries]
     assert times == sorted(times) and times[0] >= 0
 

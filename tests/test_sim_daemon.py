@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from coreagent_sdk.host._daemon import inbox_block
 from simulator import FakeClock, Fleet, Identity, behaviors
 
 from .conftest import ReachFactory, load_fixture
@@ -158,7 +159,10 @@ async def test_the_stream_is_framed_byte_for_byte_with_capabilities_first(open_f
         assert set(payload) == {"seq", "event"}
         assert set(payload["event"]) == set(fixture_event["event"])
     user, narration, result, final = (p["event"] for p in payloads[5:9])
-    assert user["Author"] == "user" and user["Content"]["parts"] == [{"text": "nodes?"}]
+    # The one drained message is the turn, framed as the daemon's [Inbox] bundle.
+    assert user["Author"] == "user" and user["Content"]["parts"] == [
+        {"text": inbox_block(["nodes?"])}
+    ]
     assert "functionCall" in narration["Content"]["parts"][1]
     assert "functionResponse" in result["Content"]["parts"][0]
     assert final["Content"]["parts"] == [{"text": "3 nodes ready"}] and not final["Partial"]

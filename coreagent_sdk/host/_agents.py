@@ -63,15 +63,20 @@ def _now() -> str:
 class Turn:
     """One turn of a hosted agent: the messages it drained from the inbox, and its answer.
 
-    ``prompt`` is the text the model sees: the message itself, or, when several
-    queued messages drain into one turn, an ``[Inbox]`` block with one
-    ``- message`` line each (``messages`` keeps them apart). ``prompt_id`` is
+    ``prompt`` is the ask: the message itself, or, when several queued messages
+    drain into one turn, the ``[Inbox]`` block with one ``- message`` line each
+    (``messages`` keeps them apart). ``model_prompt`` is the text the model
+    sees, as a daemon frames it: the ``[Inbox]`` bundle with the daemon's
+    handling guidance, even for one message (a daemon runs every turn as
+    ``Run("")``, so the drained inbox is the whole turn). ``prompt_id`` is
     the turn's own id, minted at turn start as a daemon does; it is not the id
     any inject answered with.
 
     Attributes:
         agent: The hosted agent's name (the author of its events).
-        prompt: The text the model sees.
+        prompt: The ask: the one message drained, or the `[Inbox]` block of several.
+        model_prompt: The text the model sees: the drained messages as the daemon's
+            `[Inbox]` bundle, guidance included, one message or several.
         prompt_id: The turn's own id.
         invocation_id: The invocation id its events carry.
         messages: The queued messages the turn drained, one per entry.
@@ -91,10 +96,12 @@ class Turn:
         prompt_id: str,
         invocation_id: str,
         messages: Sequence[str] = (),
+        model_prompt: str | None = None,
     ) -> None:
         self._session = session
         self.agent = agent
         self.prompt = prompt
+        self.model_prompt = prompt if model_prompt is None else model_prompt
         self.prompt_id = prompt_id
         self.invocation_id = invocation_id
         self.messages = tuple(messages) if messages else (prompt,)

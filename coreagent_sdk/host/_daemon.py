@@ -220,7 +220,10 @@ class _Session:
         for entry_id, _ in drained:
             self.publish("inbox", {"state": "dequeued", "prompt_id": entry_id})
         messages = [m for _, m in drained]
-        prompt = messages[0] if len(messages) == 1 else inbox_block(messages)
+        # A daemon runs every turn as Run("") (wakeloop.go), so prependInboxMessages frames
+        # the drained batch as the [Inbox] bundle whether it holds one message or several.
+        framed = inbox_block(messages)
+        prompt = messages[0] if len(messages) == 1 else framed
         # The turn's own id, minted now: not the id any inject answered with.
         prompt_id = str(uuid.uuid4())
         model = self.daemon.model
@@ -228,7 +231,7 @@ class _Session:
         invocation = f"inv-{secrets.token_hex(4)}"
         self.publish_agent(
             AgentEvent(
-                content=Content(role="user", parts=(Part(text=prompt),)),
+                content=Content(role="user", parts=(Part(text=framed),)),
                 id=f"u-{uuid.uuid4()}",
                 timestamp=rfc3339(time.time()),
                 invocation_id=invocation,
@@ -242,11 +245,12 @@ class _Session:
             prompt_id=prompt_id,
             invocation_id=invocation,
             messages=messages,
+            model_prompt=framed,
         )
         last_turn = None
         try:
             injects = [self.inject_spans.pop(entry_id, None) for entry_id, _ in drained]
-            last_turn = await self._run(turn, prompt, started, injects)
+            last_turn = await self._run(turn, framed, started, injects)
         finally:
             self.publish("status-update", {"turn_state": "idle"})
         if last_turn is not None:
