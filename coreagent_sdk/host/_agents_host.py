@@ -337,6 +337,8 @@ class MultiAgentHost:
         """
         import uvicorn
 
+        from ._limits import uvicorn_options
+
         limit = STOP_BUDGET - HUB_TIMEOUT - 2 * _CLOSE_TIMEOUT
         if not 0 <= grace <= limit:
             raise ValueError(
@@ -363,6 +365,7 @@ class MultiAgentHost:
                 lifespan="off",
                 log_level="warning",
                 timeout_graceful_shutdown=int(_CLOSE_TIMEOUT) or 1,
+                **uvicorn_options(),  # the daemon's header size limit and ReadHeaderTimeout
             )
             server = _server_class()(config)
             self._stop = asyncio.Event()

@@ -101,6 +101,8 @@ async def serve(
     """Serve `host_app` on `host:port` until told to stop; see the module docstring."""
     import uvicorn
 
+    from ._limits import uvicorn_options
+
     if not 0 <= grace <= STOP_BUDGET - HUB_TIMEOUT - 2 * _CLOSE_TIMEOUT:
         raise ValueError(
             f"AgentHost.serve: grace must be between 0 and "
@@ -117,6 +119,7 @@ async def serve(
         lifespan="off",
         log_level="warning",
         timeout_graceful_shutdown=int(_CLOSE_TIMEOUT) or 1,
+        **uvicorn_options(),  # the daemon's header size limit and ReadHeaderTimeout
     )
     server = _server_class()(config)
     stop = host_app._stop = asyncio.Event()

@@ -1,0 +1,121 @@
+"""The daemon's `http.Server` limits on request headers, as uvicorn serves them.
+
+Pins core-agent `pkg/attach/server.go` `Bind`: `http.Server{ReadHeaderTimeout:
+10 * time.Second}` and no `MaxHeaderBytes`, so net/http's defaults hold:
+
+- the request line and headers may take `DefaultMaxHeaderBytes` (1 MiB) plus
+  the 4096 bytes of slack net/http reads them with (`initialReadLimitSize`);
+  past that the answer is net/http's raw `431 Request Header Fields Too Large`
+  and the connection closes. uvicorn's h11 refuses a header only while it
+  arrives in pieces, past `h11_max_incomplete_event_size` (16 KiB by
+  default), with a 400, and takes any size that arrives in one read: so 17 KiB
+  sent in two writes was refused and 70 KB in one write accepted, where the
+  daemon takes both. Here the limit is counted on the bytes themselves,
+  before h11 sees them, whatever the writes.
+- the headers must be in within `READ_HEADER_TIMEOUT` of the connection's
+  start (for a later request on a kept-alive connection, of its first byte),
+  or the connection closes without an answer (net/http's timeout is a
+  "common read error": no reply). uvicorn has no such timeout: a slowloris
+  client held its connection for as long as it liked.
+
+Where uvicorn differs and stays so (docs/differences.md): an idle kept-alive
+connection closes after uvicorn's `timeout_keep_alive` (5 s); the daemon sets
+no `IdleTimeout`, so it keeps one forever. A client re-dials either way, and
+a host facing the network should not hold connections nobody uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+__all__ = ["MAX_HEADER_BYTES", "READ_HEADER_TIMEOUT", "GoHeaderLimits", "uvicorn_options"]
+
+MAX_HEADER_BYTES = (1 << 20) + 4096  # DefaultMaxHeaderBytes + net/http's read slack
+READ_HEADER_TIMEOUT = 10.0  # server.go Bind: ReadHeaderTimeout
+# net/http's answer to oversized headers, written raw (server.go conn.serve, errTooLarge).
+_TOO_LARGE = (
+    b"HTTP/1.0 431 Request Header Fields Too Large\r\n"
+    b"Content-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+    b"431 Request Header Fields Too Large"
+)
+_END = b"\r\n\r\n"
+_RST_AVOIDANCE = 0.5  # net/http's rstAvoidanceDelay: the client gets to read the 431
+
+
+class GoHeaderLimits(H11Protocol):
+    """uvicorn's h11 protocol with net/http's header size limit and `ReadHeaderTimeout`."""
+
+    max_header_bytes = MAX_HEADER_BYTES
+    read_header_timeout = READ_HEADER_TIMEOUT
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._header_bytes = 0  # of the request whose headers are being read
+        self._tail = b""  # the last bytes seen, to find a "\r\n\r\n" split across reads
+        self._header_timer: asyncio.TimerHandle | None = None
+        self._refused = False  # a 431 was sent: what else arrives is read and dropped
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        self._start_header_timer()  # net/http reads the first request at once
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_header_timer()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
+        if self.conn.their_state is h11.IDLE:  # reading a request's line and headers
+            if self._header_timer is None:
+                self._start_header_timer()  # a kept-alive connection's next request
+            seen = self._tail + data
+            end = seen.find(_END)
+            used = self._header_bytes - len(self._tail) + (end + 4 if end >= 0 else len(seen))
+            if used > self.max_header_bytes:
+                self._refuse()
+                return
+            if end >= 0:
+                self._header_bytes, self._tail = 0, b""
+            else:
+                self._header_bytes = used
+                self._tail = seen[-3:]
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE:
+            self._stop_header_timer()
+
+    def _refuse(self) -> None:
+        # As net/http's closeWriteAndWait: answer, half-close, keep reading a moment so
+        # the client's unread writes do not reset the connection before it reads the 431.
+        self._stop_header_timer()
+        self._refused = True
+        self.transport.write(_TOO_LARGE)
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self.loop.call_later(_RST_AVOIDANCE, self.transport.close)
+
+    def _start_header_timer(self) -> None:
+        self._header_timer = self.loop.call_later(self.read_header_timeout, self._header_late)
+
+    def _stop_header_timer(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _header_late(self) -> None:
+        self._header_timer = None
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            self.transport.close()  # net/http: a read timeout is answered with nothing
+
+
+def uvicorn_options() -> dict[str, Any]:
+    """`uvicorn.Config` keywords that serve as the daemon's `http.Server` does."""
+    return {
+        "http": GoHeaderLimits,
+        # h11 never sees more than the limit (counted above); its own check stays out of the way.
+        "h11_max_incomplete_event_size": MAX_HEADER_BYTES,
+    }

@@ -1,0 +1,124 @@
+"""A served host reads request headers with the daemon's net/http limits (loopback only).
+
+Pins core-agent `pkg/attach/server.go` `Bind` (`ReadHeaderTimeout: 10 s`, no
+`MaxHeaderBytes`: net/http's 1 MiB default, read with 4096 bytes of slack).
+Every socket here is on 127.0.0.1 and every read is bounded in time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from coreagent_sdk.host import AgentHost
+from coreagent_sdk.host._limits import MAX_HEADER_BYTES, GoHeaderLimits
+
+HEADER_TIMEOUT = 0.5  # the daemon's 10 s, shortened for the test
+
+
+@pytest.fixture
+async def port(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[int]:
+    monkeypatch.setattr(GoHeaderLimits, "read_header_timeout", HEADER_TIMEOUT)
+    host = AgentHost("agent")
+    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    serving = asyncio.ensure_future(
+        host.serve("127.0.0.1", 0, grace=0, on_ready=ready.set_result, handle_signals=False)
+    )
+    url = await asyncio.wait_for(ready, 10)
+    try:
+        yield int(url.rsplit(":", 1)[1])
+    finally:
+        host.stop()
+        await asyncio.wait_for(serving, 15)
+
+
+def request(filler: int = 0) -> bytes:
+    """`GET /whoami` with an `X-Filler` header of `filler` bytes."""
+    return (
+        b"GET /whoami HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Filler: "
+        + b"a" * filler
+        + b"\r\nConnection: close\r\n\r\n"
+    )
+
+
+def sized(total: int) -> bytes:
+    """A request whose line and headers are exactly `total` bytes."""
+    return request(total - len(request()))
+
+
+async def exchange(port: int, chunks: list[bytes], pause: float = 0.0) -> bytes:
+    """Send `chunks` (with `pause` between them) and read the answer until EOF (bounded: 10 s)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        for chunk in chunks:
+            writer.write(chunk)
+            await writer.drain()
+            if pause:
+                await asyncio.sleep(pause)
+        return await asyncio.wait_for(reader.read(-1), 10)
+    finally:
+        writer.close()
+
+
+async def test_bind_a_70_kb_header_is_served_in_one_write_and_in_many(port: int) -> None:
+    whole = request(70_000)
+    one = await exchange(port, [whole])
+    # Pauses between the writes make them separate reads: uvicorn's h11 refused these (400).
+    pieces = [whole[i : i + 8192] for i in range(0, len(whole), 8192)]
+    many = await exchange(port, pieces, pause=0.02)
+    assert one.startswith(b"HTTP/1.1 200 ") and many.startswith(b"HTTP/1.1 200 "), many[:200]
+
+
+async def test_bind_headers_of_exactly_the_limit_are_served_one_byte_more_is_net_https_431(
+    port: int,
+) -> None:
+    at_limit, past = sized(MAX_HEADER_BYTES), sized(MAX_HEADER_BYTES + 1)
+    assert len(at_limit) == MAX_HEADER_BYTES == (1 << 20) + 4096
+    assert (await exchange(port, [at_limit])).startswith(b"HTTP/1.1 200 ")
+    for chunks in ([past], [past[i : i + 65536] for i in range(0, len(past), 65536)]):
+        assert await exchange(port, chunks) == (
+            b"HTTP/1.0 431 Request Header Fields Too Large\r\n"
+            b"Content-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+            b"431 Request Header Fields Too Large"
+        )
+
+
+async def test_bind_read_header_timeout_closes_a_slow_header_without_an_answer(port: int) -> None:
+    started = time.monotonic()
+    answer = await exchange(port, [b"GET /whoami HTTP/1.1\r\nHost: 127.0.0.1\r\n"])
+    waited = time.monotonic() - started
+    assert answer == b""  # net/http answers a read timeout with nothing
+    assert HEADER_TIMEOUT * 0.8 <= waited < 5
+
+
+async def test_bind_read_header_timeout_counts_the_whole_header_not_each_write(port: int) -> None:
+    # Four writes 40% of the timeout apart: each is prompt, the whole is late.
+    whole = request()
+    parts = [whole[:10], whole[10:20], whole[20:30], whole[30:]]
+    assert await exchange(port, parts, pause=HEADER_TIMEOUT * 0.4) == b""
+    # Two of them, with part of the budget spent, are in time.
+    served = await exchange(port, [whole[:10], whole[10:]], pause=HEADER_TIMEOUT * 0.4)
+    assert served.startswith(b"HTTP/1.1 200 ")
+
+
+async def test_bind_a_kept_alive_connection_waits_idle_then_times_its_next_headers(
+    port: int,
+) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        keep = b"GET /whoami HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        writer.write(keep)
+        first = await asyncio.wait_for(reader.readuntil(b"}\n"), 10)
+        assert first.startswith(b"HTTP/1.1 200 ")
+        # Idle past the header timeout: net/http starts it at the next request's first byte.
+        await asyncio.sleep(HEADER_TIMEOUT * 1.5)
+        writer.write(keep)
+        second = await asyncio.wait_for(reader.readuntil(b"}\n"), 10)
+        assert second.startswith(b"HTTP/1.1 200 ")
+        writer.write(b"GET /whoami HTTP/1.1\r\n")  # and never the rest
+        assert await asyncio.wait_for(reader.read(-1), 10) == b""
+    finally:
+        writer.close()
