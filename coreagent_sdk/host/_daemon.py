@@ -57,8 +57,8 @@ from ._gowire import sse as encode_sse
 from ._ratelimit import SessionRateLimit, SessionRateLimiter
 from ._registry import ANONYMOUS, Identity, PeerRegistry, RegistryError, rfc3339
 from ._runtimes import Runtimes, run_turn
-from ._store import SessionStore, StoredSession, sweep_period
 from ._spans import ServerSpans, inject_span_context, turn_span
+from ._store import SessionStore, StoredSession, sweep_period
 
 __all__ = [
     "DEFAULT_SESSION_IDLE_TIMEOUT",
