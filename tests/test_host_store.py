@@ -20,6 +20,7 @@ import pytest
 
 from coreagent_sdk import ASGITransport, FakeClock
 from coreagent_sdk.host import REPLAY_WINDOW, AgentHost, Identity, Turn
+from coreagent_sdk.host._daemon import inbox_block
 from tests.test_host_fidelity import (
     JSON,
     TOKENS,
@@ -151,7 +152,8 @@ async def test_a_session_with_a_queued_message_is_evicted_and_the_message_goes_w
         assert (await listing(http))[sid_of(path)] == "idle"
         got = await one_turn(http, path, "now")
         prompts = [p["event"]["Content"]["parts"][0]["text"] for e, p in got if e == "agent"]
-        assert prompts[0] == "now"  # not an [Inbox] bundle with "for later"
+        # The daemon's [Inbox] bundle of "now" alone: "for later" went with the eviction.
+        assert prompts[0] == inbox_block(["now"])
     await host.aclose()
 
 
