@@ -27,6 +27,7 @@ from coreagent_sdk import (
 )
 from coreagent_sdk.errors import UnknownPeerError
 from coreagent_sdk.host import AgentHost, PeerRegistry, Turn
+from coreagent_sdk.host._daemon import inbox_block
 from tests.test_host_fidelity import JSON, frames, new_session, one_turn, split_at_turn
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -292,9 +293,10 @@ async def test_the_command_restarted_on_its_store_file_serves_its_sessions_again
         [(p["seq"], p["event"]["Content"]["parts"][0]["text"]) for e, p in turn if e == "agent"]
         for turn in logged
     ]
+    # The user's event is the daemon's [Inbox] bundle; the echo answers the message itself.
     assert said == [
-        [(1, "question 0"), (2, "question 0")],
-        [(3, "question 1"), (4, "question 1")],
+        [(1, inbox_block(["question 0"])), (2, "question 0")],
+        [(3, inbox_block(["question 1"])), (4, "question 1")],
     ]
 
     proc, url = await serve_command(store)  # the same file, a new process
