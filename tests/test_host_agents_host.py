@@ -407,3 +407,35 @@ async def test_a_stop_during_a_re_registration_still_deregisters_the_agent_it_re
     host.stop()  # while the host has not yet read the new registration's id
     await asyncio.wait_for(serving, 10)
     assert list(registry.peers({})) == [], "a lease the host could not reach was left behind"
+
+
+async def test_an_agent_keeps_an_idle_pooled_connection_open_longer_than_uvicorns_5_s() -> None:
+    # A caller's pool reuses a connection idle between calls; closed at uvicorn's default 5 s,
+    # calls at 1,000 in flight failed on connections the server had just dropped.
+    host = MultiAgentHost({"a": persona})
+    ready: asyncio.Future[dict[str, str]] = asyncio.get_running_loop().create_future()
+    serving = asyncio.create_task(host.serve(on_ready=ready.set_result, handle_signals=False))
+    urls = await asyncio.wait_for(ready, 10)
+    hostport = urls["a"].removeprefix("http://")
+    ip, port = hostport.split(":")
+    reader, writer = await asyncio.open_connection(ip, int(port))
+    request = f"GET /sessions HTTP/1.1\r\nHost: {hostport}\r\n\r\n".encode()
+    try:
+        for _ in range(2):
+            writer.write(request)
+            await writer.drain()
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            assert head.startswith(b"HTTP/1.1 200"), head
+            length = int(
+                next(
+                    line.split(b":")[1]
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length")
+                )
+            )
+            await asyncio.wait_for(reader.readexactly(length), 5)
+            await asyncio.sleep(5.5)  # past uvicorn's default keep-alive, well within 30 s
+    finally:
+        writer.close()
+        host.stop()
+        await asyncio.wait_for(serving, 10)

@@ -366,6 +366,7 @@ class MultiAgentHost:
                 log_level="warning",
                 timeout_graceful_shutdown=int(_CLOSE_TIMEOUT) or 1,
                 **uvicorn_options(),  # the daemon's header size limit and ReadHeaderTimeout
+                timeout_keep_alive=30,
             )
             server = _server_class()(config)
             self._stop = asyncio.Event()
