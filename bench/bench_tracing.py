@@ -9,7 +9,8 @@ Three variants of the same in-process delegation (CallPeer -> simulated peer,
   spans; no traceparent is sent because there is no valid span context);
 - on: an SDK `TracerProvider` with a `SimpleSpanProcessor` into an
   `InMemorySpanExporter` (a client span per call, `traceparent` on inject, the
-  simulated daemon's turn span as its child), cleared each round.
+  simulated daemon's SERVER span per request and its turn as a trace of its own,
+  linked to the inject), cleared each round.
 
     python bench/bench_tracing.py [--calls 200] [--rounds 15]
 """
@@ -68,7 +69,12 @@ async def main(calls: int, rounds: int) -> None:
     names = ("baseline", "off", "on")
     with variant("on"):
         await tool.acall(peer="prod-1", prompt=PROMPT)
-        assert len(EXPORTER.get_finished_spans()) == 2  # the client span and the turn span
+        spans = sorted(span.name for span in EXPORTER.get_finished_spans())
+        print("spans of one traced call:", ", ".join(spans))
+        # The client span, the peer's SERVER span per traced request, and its turn's own trace
+        # (agent.turn and invoke_agent), as a daemon traces since the agent-host issue.
+        assert "agent.turn" in spans, spans
+        assert len(spans) >= 4, spans
     for name in names:  # warm-up
         with variant(name):
             await timed(tool, calls)
