@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 
 import attrs
 import httpx
@@ -25,9 +24,9 @@ import httpx
 from .._client import AttachClient
 from .._clock import Clock, SystemClock
 from .._directory import read_token
-from .._scrub import scrub
+from .._registration import _described, _lease_seconds
 from .._wire import PeerRecord
-from ..errors import CoreAgentError, NotFoundError, RegistrationError
+from ..errors import NotFoundError, RegistrationError
 
 __all__ = ["HostRegistrations"]
 
@@ -45,21 +44,6 @@ class _Lease:
     record: PeerRecord | None = None
     due: float = 0.0
     failures: int = 0
-
-
-def _granted(record: PeerRecord, fallback: float) -> float:
-    # The lease the hub granted (expiry minus last beat, both its clock); garbage means ours.
-    try:
-        expires = datetime.fromisoformat(record.lease_expires_at.replace("Z", "+00:00"))
-        beat = datetime.fromisoformat(record.last_heartbeat.replace("Z", "+00:00"))
-        seconds = (expires - beat).total_seconds()
-    except (ValueError, TypeError, OverflowError):
-        return fallback
-    return seconds if 0 < seconds < float("inf") else fallback
-
-
-def _described(exc: BaseException) -> str:
-    return str(exc) if isinstance(exc, CoreAgentError) else scrub(f"{type(exc).__name__}: {exc}")
 
 
 class HostRegistrations:
@@ -97,7 +81,7 @@ class HostRegistrations:
         self.registrations = 0
 
     def _interval(self, lease: _Lease) -> float:
-        granted = self.ttl if lease.record is None else _granted(lease.record, self.ttl)
+        granted = self.ttl if lease.record is None else _lease_seconds(lease.record, self.ttl)
         return max(MIN_INTERVAL, granted / 3)
 
     async def _register(self, lease: _Lease) -> None:
