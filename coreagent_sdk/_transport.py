@@ -4,6 +4,10 @@ httpx's own `httpx.ASGITransport` collects the whole response body before it
 returns, so an SSE stream that never ends never returns. `ASGITransport` here
 hands back the response as soon as the app has sent its headers and feeds the
 body through as the app produces it; closing the response cancels the app.
+Like a socket, it pushes back: an app's body write waits while more than
+256 KiB are buffered that the client has not read, so an app
+that streams to a reader that stopped sees a write that blocks, as it would
+on the network, instead of filling memory.
 """
 
 from __future__ import annotations
@@ -23,9 +27,39 @@ _Message = dict[str, Any]
 
 _DONE = object()  # the app finished sending the body
 
+_HIGH_WATER = 256 * 1024  # about what a loopback connection's kernel buffers hold unread
+_LOW_WATER = _HIGH_WATER // 4  # and resumes once the client has read down to this
+
+
+class _Buffer:
+    """A response body's chunks between the app and the client, with a socket's push-back."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[Any] = asyncio.Queue()
+        self.unread = 0
+        self._drained = asyncio.Event()
+
+    def put(self, item: Any) -> None:
+        if isinstance(item, bytes):
+            self.unread += len(item)
+        self.queue.put_nowait(item)
+
+    async def get(self) -> Any:
+        item = await self.queue.get()
+        if isinstance(item, bytes):
+            self.unread -= len(item)
+            if self.unread <= _LOW_WATER:
+                self._drained.set()
+        return item
+
+    async def drain(self) -> None:
+        while self.unread > _HIGH_WATER:
+            self._drained.clear()
+            await self._drained.wait()
+
 
 class _ASGIResponseStream(httpx.AsyncByteStream):
-    def __init__(self, queue: asyncio.Queue[Any], task: asyncio.Task[None], app_name: str) -> None:
+    def __init__(self, queue: _Buffer, task: asyncio.Task[None], app_name: str) -> None:
         self._queue = queue
         self._task = task
         self._app_name = app_name
@@ -62,7 +96,9 @@ class ASGITransport(httpx.AsyncBaseTransport):
     body arrives chunk by chunk as the app sends it. Closing the response (or
     leaving `client.stream(...)`) tells the app the client disconnected and
     cancels it, so no task outlives the response. An app that raises before
-    answering raises `ASGIAppError` (an `httpx.TransportError`).
+    answering raises `ASGIAppError` (an `httpx.TransportError`). As a socket
+    does, it holds at most about 256 KiB the client has not read: past that the
+    app's body write waits until the client reads.
 
     Attributes:
         app: The ASGI app requests go to.
@@ -107,7 +143,7 @@ class ASGITransport(httpx.AsyncBaseTransport):
             return {"type": "http.disconnect"}
 
         started: asyncio.Future[_Message] = asyncio.get_running_loop().create_future()
-        queue: asyncio.Queue[Any] = asyncio.Queue()
+        queue = _Buffer()
 
         async def send(message: _Message) -> None:
             kind = message["type"]
@@ -117,10 +153,12 @@ class ASGITransport(httpx.AsyncBaseTransport):
             elif kind == "http.response.body":
                 chunk = message.get("body", b"")
                 if chunk:
-                    queue.put_nowait(chunk)
+                    queue.put(chunk if isinstance(chunk, bytes) else bytes(chunk))
                 if not message.get("more_body", False):
-                    queue.put_nowait(_DONE)
+                    queue.put(_DONE)
                     disconnected.set()
+                else:
+                    await queue.drain()
 
         async def run() -> None:
             try:
@@ -131,7 +169,7 @@ class ASGITransport(httpx.AsyncBaseTransport):
                 if not started.done():
                     started.set_exception(exc)
                 else:
-                    queue.put_nowait(exc)
+                    queue.put(exc)
                 return
             finally:
                 disconnected.set()
@@ -139,7 +177,7 @@ class ASGITransport(httpx.AsyncBaseTransport):
                 started.set_exception(
                     RuntimeError("the app returned without sending http.response.start")
                 )
-            queue.put_nowait(_DONE)
+            queue.put(_DONE)
 
         task = asyncio.get_running_loop().create_task(run())
         try:

@@ -182,3 +182,82 @@ def test_httpx_asgi_transport_is_not_used_anywhere() -> None:
                 ):
                     offenders.append(f"{path}:{node.lineno}")
     assert offenders == []
+
+
+def _kib(i: int) -> bytes:
+    return f"{i:09d}\n".encode() * 100 + b"." * 24  # 1,024 bytes, numbered
+
+
+class Writer:
+    """A raw ASGI app writing `chunks` 1 KiB chunks as fast as it may; counts finished writes."""
+
+    def __init__(self, chunks: int) -> None:
+        self.chunks = chunks
+        self.written = 0
+        self.cancelled = False
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        try:
+            for i in range(self.chunks):
+                body = _kib(i)
+                await send({"type": "http.response.body", "body": body, "more_body": True})
+                self.written += 1
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+
+
+async def _settle(app: Writer) -> None:
+    for _ in range(200):  # bounded: the writer moves in a few loop turns or not at all
+        before = app.written
+        await asyncio.sleep(0)
+        await asyncio.sleep(0.001)
+        if app.written == before:
+            return
+
+
+async def test_an_app_writing_to_a_client_that_stopped_reading_waits_at_256_kib() -> None:
+    app = Writer(chunks=2_000)
+    async with (
+        httpx.AsyncClient(transport=ASGITransport(app), base_url="http://app") as client,
+        client.stream("GET", "/") as response,
+    ):
+        await _settle(app)
+        # As a socket does: writes are taken until more than 256 KiB sit unread; the
+        # write that crosses the mark is taken and waits for the client.
+        assert app.written == 256, app.written
+        body = b"".join([chunk async for chunk in response.aiter_bytes()])
+    assert app.written == 2_000
+    assert body == b"".join(_kib(i) for i in range(2_000)), "every byte, in order"
+
+
+async def test_a_waiting_write_resumes_once_the_client_has_read_most_of_the_backlog() -> None:
+    app = Writer(chunks=2_000)
+    async with (
+        httpx.AsyncClient(transport=ASGITransport(app), base_url="http://app") as client,
+        client.stream("GET", "/") as response,
+    ):
+        chunks = response.aiter_raw()
+        await _settle(app)
+        assert app.written == 256
+        for _ in range(192):  # 257 KiB unread -> 65 KiB: still above the low mark
+            await chunks.__anext__()
+        await _settle(app)
+        assert app.written == 256, "resumed before the backlog fell to 64 KiB"
+        await chunks.__anext__()  # 64 KiB unread: the write goes on
+        await _settle(app)
+        assert app.written > 256
+
+
+async def test_closing_a_response_whose_app_waits_to_write_cancels_the_app() -> None:
+    app = Writer(chunks=2_000)
+    async with (
+        httpx.AsyncClient(transport=ASGITransport(app), base_url="http://app") as client,
+        client.stream("GET", "/"),
+    ):
+        await _settle(app)
+        assert app.written == 256
+    assert app.cancelled
