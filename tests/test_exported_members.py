@@ -102,6 +102,7 @@ HOST = {
     "MAX_TTL",
     "REPLAY_WINDOW",
     "STARTUP_SESSION",
+    "SUBSCRIBER_QUEUE_LIMIT",
     "Agent",
     "AgentHost",
     "MultiAgentHost",

@@ -37,6 +37,7 @@ from ._daemon import (
     MAX_REGISTER_BYTES,
     REPLAY_WINDOW,
     STARTUP_SESSION,
+    SUBSCRIBER_QUEUE_LIMIT,
     AgentHost,
     StreamHook,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "MAX_TTL",
     "REPLAY_WINDOW",
     "STARTUP_SESSION",
+    "SUBSCRIBER_QUEUE_LIMIT",
     "Agent",
     "AgentHost",
     "Identity",

@@ -66,6 +66,7 @@ __all__ = [
     "MAX_REGISTER_BYTES",
     "REPLAY_WINDOW",
     "STARTUP_SESSION",
+    "SUBSCRIBER_QUEUE_LIMIT",
     "AgentHost",
     "StreamHook",
 ]
@@ -81,7 +82,18 @@ DEFAULT_SESSION_IDLE_TIMEOUT = 24 * 3600.0  # the daemon's session_idle_timeout
 """Seconds a session may sit idle before eviction, the daemon's default (24 h)."""
 STARTUP_SESSION = "default"  # the session a daemon starts with; it cannot be deleted
 """The session every daemon starts with; it is never evicted or deleted."""
-SUBSCRIBER_QUEUE_LIMIT = 10_000  # a consumer this far behind is dropped, as a daemon would
+SUBSCRIBER_QUEUE_LIMIT = 256  # core-agent pkg/attach/broadcaster.go subscriberBufferSize
+"""Frames waiting for one event-stream subscriber before it is dropped (the daemon's 256).
+
+A subscriber whose write is blocked (its client is not reading) and that has
+this many frames queued when another is published is dropped: the frame is not
+queued, the ones already queued are still written, then its stream ends
+(`broadcaster.send`, a full channel). Its memory is then bounded by this many
+frames whatever the session publishes. Frames published while the writer is
+not blocked are not counted against it: a daemon's writer runs beside the
+turn, while a host's writer waits for the turn to yield, so a turn that
+publishes a burst without yielding must not cut a reader that is keeping up.
+"""
 _VERSION_HEADER = "x-attach-protocol-version"
 _EVENT_TYPES = (
     "status-update",
@@ -115,6 +127,25 @@ def _text(status: int, message: str, headers: Mapping[str, str] | None = None) -
     return PlainTextResponse(message + "\n", status_code=status, headers=headers)
 
 
+class _Subscriber:
+    """One event stream's frames on their way to its writer."""
+
+    __slots__ = ("blocked", "queue")
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        # True while the writer waits for the client to take bytes: only then do frames
+        # count toward SUBSCRIBER_QUEUE_LIMIT (see its docstring).
+        self.blocked = False
+
+    async def send(self, send: Send, body: bytes, more_body: bool = True) -> None:
+        self.blocked = True
+        try:
+            await send({"type": "http.response.body", "body": body, "more_body": more_body})
+        finally:
+            self.blocked = False
+
+
 class _Session:
     def __init__(self, daemon: AgentHost, app: str, session_id: str, user: str) -> None:
         self.daemon = daemon
@@ -126,7 +157,7 @@ class _Session:
         self.contributors: tuple[str, ...] = ()
         # Only the newest REPLAY_WINDOW events are kept: a daemon replays no more.
         self.log: deque[tuple[int, bytes]] = deque(maxlen=REPLAY_WINDOW)
-        self.subscribers: set[asyncio.Queue[bytes | None]] = set()
+        self.subscribers: set[_Subscriber] = set()
         self.inject_spans: dict[str, Any] = {}  # queued entry id -> its inject's span context
         self.inbox: list[tuple[str, str]] = []
         self.worker: asyncio.Task[None] | None = None
@@ -144,9 +175,12 @@ class _Session:
 
     def _fanout(self, frame: bytes) -> None:
         self.touch()
-        for queue in list(self.subscribers):
-            if queue.qsize() >= SUBSCRIBER_QUEUE_LIMIT:
-                self.subscribers.discard(queue)
+        for subscriber in list(self.subscribers):
+            queue = subscriber.queue
+            if subscriber.blocked and queue.qsize() >= SUBSCRIBER_QUEUE_LIMIT:
+                # broadcaster.send: a full channel drops the subscriber and this frame;
+                # what it has queued is still written, then its stream ends.
+                self.subscribers.discard(subscriber)
                 queue.put_nowait(_CLOSE)
             else:
                 queue.put_nowait(frame)
@@ -167,17 +201,17 @@ class _Session:
     async def call_peer(self, peer: str, prompt: str) -> dict[str, Any]:
         return await self.daemon.call_peer(peer, prompt)
 
-    def subscribe(self) -> asyncio.Queue[bytes | None]:
-        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
-        self.subscribers.add(queue)
-        return queue
+    def subscribe(self) -> _Subscriber:
+        subscriber = _Subscriber()
+        self.subscribers.add(subscriber)
+        return subscriber
 
-    def unsubscribe(self, queue: asyncio.Queue[bytes | None]) -> None:
-        self.subscribers.discard(queue)
+    def unsubscribe(self, subscriber: _Subscriber) -> None:
+        self.subscribers.discard(subscriber)
 
     def drop_streams(self) -> None:
-        for queue in list(self.subscribers):
-            queue.put_nowait(_CLOSE)
+        for subscriber in list(self.subscribers):
+            subscriber.queue.put_nowait(_CLOSE)
         self.subscribers.clear()
 
     # --- turns ------------------------------------------------------------
@@ -432,7 +466,8 @@ class _EventsEndpoint:
             await refused(scope, receive, send)
             return
         since = parse_since(request.query_params.get("since"))
-        queue = session.subscribe()
+        subscriber = session.subscribe()
+        queue = subscriber.queue
         watcher = asyncio.get_running_loop().create_task(self._watch_disconnect(receive, queue))
         hook = daemon.stream_hook
         sent = 0
@@ -455,7 +490,7 @@ class _EventsEndpoint:
             opening.extend(data for seq, data in session.log if seq > since)
             pending: deque[bytes | None] = deque(opening)
             if hook is None:
-                await self._stream(pending, queue, send)
+                await self._stream(pending, subscriber, send)
                 return
             while True:
                 data = pending.popleft() if pending else await queue.get()
@@ -463,8 +498,8 @@ class _EventsEndpoint:
                     break
                 prefix = hook.before_frame() if hook is not None else b""
                 if prefix:
-                    await send({"type": "http.response.body", "body": prefix, "more_body": True})
-                await send({"type": "http.response.body", "body": data, "more_body": True})
+                    await subscriber.send(send, prefix)
+                await subscriber.send(send, data)
                 sent += 1
                 if hook is not None and hook.end_after(sent):
                     break
@@ -472,13 +507,11 @@ class _EventsEndpoint:
         except OSError:
             pass  # the client went away mid-write
         finally:
-            session.unsubscribe(queue)
+            session.unsubscribe(subscriber)
             watcher.cancel()
 
     @staticmethod
-    async def _stream(
-        pending: deque[bytes | None], queue: asyncio.Queue[bytes | None], send: Send
-    ) -> None:
+    async def _stream(pending: deque[bytes | None], subscriber: _Subscriber, send: Send) -> None:
         """Write frames as they come, every frame ready at the time in one body chunk.
 
         The SSE stream is bytes: frames published together (a turn's last
@@ -486,6 +519,7 @@ class _EventsEndpoint:
         one each, which under load was most of what the host cost over a bare
         app. No frame waits for another: what is ready is sent at once.
         """
+        queue = subscriber.queue
         while True:
             if not pending:
                 pending.append(await queue.get())
@@ -504,10 +538,9 @@ class _EventsEndpoint:
                     chunk.append(data)
                     size += len(data)
                 if chunk:
-                    body = b"".join(chunk)
-                    await send({"type": "http.response.body", "body": body, "more_body": True})
+                    await subscriber.send(send, b"".join(chunk))
                 if pending and pending[0] is _CLOSE:
-                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                    await subscriber.send(send, b"", more_body=False)
                     return
 
     @staticmethod
