@@ -91,3 +91,12 @@ def test_the_development_section_checks_what_ci_checks() -> None:
         "mypy --strict coreagent_sdk",
     ):
         assert command in section and command in ci, command
+
+
+def test_the_host_example_serves_an_agent_that_a_call_peer_reaches() -> None:
+    example = next(b for b in PYTHON_BLOCKS if "AgentHost(" in b)
+    done = subprocess.run(
+        [sys.executable, "-c", example], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "triaged: disk full\n"
