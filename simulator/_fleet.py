@@ -40,6 +40,7 @@ from coreagent_sdk.host import (
     checked_token,
     http_transport,
     shown_url,
+    uvicorn_options,
 )
 from coreagent_sdk.host import AgentHost as Daemon
 from coreagent_sdk.jupyter import is_waiting
@@ -714,6 +715,10 @@ class ServedFleet:
                     access_log=False,
                     timeout_graceful_shutdown=2,
                     timeout_keep_alive=30,
+                    # A daemon's header size limit and ReadHeaderTimeout (server.go Bind), as
+                    # a served host has them: without, h11 refused 17 KiB headers sent in two
+                    # writes and a slowloris client held its connection for ever.
+                    **uvicorn_options(),
                 )
                 server = server_class(config)
                 task = asyncio.get_running_loop().create_task(self._serve(server, sock))

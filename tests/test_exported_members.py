@@ -97,9 +97,11 @@ HOST = {
     "DEFAULT_MAX_TOOL_ROUNDS",
     "DEFAULT_SESSION_IDLE_TIMEOUT",
     "DEFAULT_TTL",
+    "MAX_HEADER_BYTES",
     "MAX_INJECT_BYTES",
     "MAX_REGISTER_BYTES",
     "MAX_TTL",
+    "READ_HEADER_TIMEOUT",
     "REPLAY_WINDOW",
     "STARTUP_SESSION",
     "SUBSCRIBER_QUEUE_LIMIT",
@@ -121,6 +123,7 @@ HOST = {
     "read_token",
     "server_text",
     "shown_url",
+    "uvicorn_options",
 }
 
 

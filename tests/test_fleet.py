@@ -517,3 +517,55 @@ def test_a_fleet_repr_names_twenty_peers_quoted_and_counts_the_rest() -> None:
     assert shown.startswith('Fleet(hub=\'http://hub.sim\', peers=["p00", "p01", ')
     assert shown.endswith('"p19", +1 more])')
     assert len(shown) < 300
+
+
+# --- served with the daemon's header limits ---------------------------------------------------
+
+
+async def exchange(url: str, chunks: list[bytes], pause: float = 0.0) -> bytes:
+    """Send raw `chunks` to a loopback `url` and read until EOF (bounded: 10 s)."""
+    host, port = url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        for chunk in chunks:
+            writer.write(chunk)
+            await writer.drain()
+            await asyncio.sleep(pause)
+        return await asyncio.wait_for(reader.read(-1), 10)
+    finally:
+        writer.close()
+
+
+def sized_request(total: int) -> bytes:
+    """`GET /whoami` whose request line and headers are exactly `total` bytes."""
+    head = b"GET /whoami HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Filler: "
+    tail = b"\r\nConnection: close\r\n\r\n"
+    return head + b"a" * (total - len(head) - len(tail)) + tail
+
+
+async def test_bind_a_served_fleets_hub_and_peers_read_headers_with_the_daemons_limits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pins `pkg/attach/server.go` `Bind` (net/http's 1 MiB + 4 KiB, 431, ReadHeaderTimeout)
+    on `Fleet.serve()`, as on a served host: the simulator's daemons face the same sockets."""
+    from coreagent_sdk.host import MAX_HEADER_BYTES, READ_HEADER_TIMEOUT, uvicorn_options
+
+    assert (MAX_HEADER_BYTES, READ_HEADER_TIMEOUT) == ((1 << 20) + 4096, 10.0)
+    timeout = 0.4  # the daemon's 10 s, shortened for the test
+    monkeypatch.setattr(uvicorn_options()["http"], "read_header_timeout", timeout)
+    fleet = Fleet()
+    fleet.add_peer("prod-1", behaviors.echo())
+    served = await fleet.serve()
+    try:
+        for url in (served.hub_url, served.urls["prod-1"]):
+            at_limit = sized_request(MAX_HEADER_BYTES)
+            past = sized_request(MAX_HEADER_BYTES + 1)
+            assert (await exchange(url, [at_limit])).startswith(b"HTTP/1.1 200 ")
+            assert (await exchange(url, [past[:65536], past[65536:]])).startswith(
+                b"HTTP/1.0 431 Request Header Fields Too Large\r\n"
+            )
+            started = asyncio.get_running_loop().time()
+            assert await exchange(url, [b"GET /whoami HTTP/1.1\r\n"]) == b""  # closed, no answer
+            assert timeout * 0.8 <= asyncio.get_running_loop().time() - started < 5
+    finally:
+        await fleet.aclose()

@@ -42,6 +42,7 @@ from ._daemon import (
     StreamHook,
 )
 from ._http import checked_base_url, http_transport
+from ._limits import MAX_HEADER_BYTES, READ_HEADER_TIMEOUT, uvicorn_options
 from ._model_agent import (
     CALL_PEER_SPEC,
     DEFAULT_MAX_PEER_CALLS,
@@ -59,9 +60,11 @@ __all__ = [
     "DEFAULT_MAX_TOOL_ROUNDS",
     "DEFAULT_SESSION_IDLE_TIMEOUT",
     "DEFAULT_TTL",
+    "MAX_HEADER_BYTES",
     "MAX_INJECT_BYTES",
     "MAX_REGISTER_BYTES",
     "MAX_TTL",
+    "READ_HEADER_TIMEOUT",
     "REPLAY_WINDOW",
     "STARTUP_SESSION",
     "SUBSCRIBER_QUEUE_LIMIT",
@@ -83,4 +86,5 @@ __all__ = [
     "read_token",
     "server_text",
     "shown_url",
+    "uvicorn_options",
 ]

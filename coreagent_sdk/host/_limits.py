@@ -35,7 +35,9 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 __all__ = ["MAX_HEADER_BYTES", "READ_HEADER_TIMEOUT", "GoHeaderLimits", "uvicorn_options"]
 
 MAX_HEADER_BYTES = (1 << 20) + 4096  # DefaultMaxHeaderBytes + net/http's read slack
+"""The most bytes a request line and headers may take, as net/http reads them (431 past it)."""
 READ_HEADER_TIMEOUT = 10.0  # server.go Bind: ReadHeaderTimeout
+"""Seconds a request's line and headers may take to arrive (the daemon's ReadHeaderTimeout)."""
 # net/http's answer to oversized headers, written raw (server.go conn.serve, errTooLarge).
 _TOO_LARGE = (
     b"HTTP/1.0 431 Request Header Fields Too Large\r\n"
@@ -113,7 +115,14 @@ class GoHeaderLimits(H11Protocol):
 
 
 def uvicorn_options() -> dict[str, Any]:
-    """`uvicorn.Config` keywords that serve as the daemon's `http.Server` does."""
+    """`uvicorn.Config` keywords that read request headers as the daemon's `http.Server` does.
+
+    `AgentHost.serve()`, `MultiAgentHost.serve()` and the simulator's
+    `Fleet.serve()` use them; pass them when serving a host's `app` with
+    uvicorn yourself: ``uvicorn.Config(host.app, **uvicorn_options())``.
+    Headers are limited to `MAX_HEADER_BYTES` (431 past it) and must arrive
+    within `READ_HEADER_TIMEOUT` seconds (else the connection closes).
+    """
     return {
         "http": GoHeaderLimits,
         # h11 never sees more than the limit (counted above); its own check stays out of the way.
