@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import json
@@ -32,6 +33,7 @@ from coreagent_sdk import (
     StaticDirectory,
 )
 from coreagent_sdk.host import AgentHost, MultiAgentHost, PeerRegistry, Turn
+from tests.test_host_fidelity import frames, new_session, one_turn, seqs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -439,3 +441,105 @@ async def test_an_agent_keeps_an_idle_pooled_connection_open_longer_than_uvicorn
         writer.close()
         host.stop()
         await asyncio.wait_for(serving, 10)
+
+
+async def serve_many(store: Path, *flags: str) -> tuple[subprocess.Popen[str], dict[str, str]]:
+    """`python -m coreagent_sdk.host tests.host_agents:many --store FILE` as a process."""
+    proc = subprocess.Popen(  # noqa: ASYNC220 - a short start, as test_host_serve spawns
+        [
+            sys.executable,
+            "-m",
+            "coreagent_sdk.host",
+            "tests.host_agents:many",
+            "--port",
+            "0",
+            "--store",
+            str(store),
+            *flags,
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 20)
+    if not line:
+        proc.wait(5)
+        raise AssertionError(proc.stderr.read() if proc.stderr else "no output")
+    return proc, json.loads(line)["agents"]
+
+
+async def stop_process(proc: subprocess.Popen[str]) -> None:
+    try:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        code = await asyncio.wait_for(asyncio.to_thread(proc.wait), 10)
+        assert code == 0, proc.stderr.read() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+async def test_the_command_restarts_a_multi_agent_host_on_its_store_with_every_agents_sessions(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "agents.sqlite3"
+    proc, urls = await serve_many(store)
+    try:
+        async with httpx.AsyncClient(base_url=urls["triage"]) as http:
+            path = await new_session(http)
+            before = seqs(await one_turn(http, path, "route me"))
+    finally:
+        await stop_process(proc)
+
+    proc, urls = await serve_many(store)  # the same file, a new process
+    try:
+        async with httpx.AsyncClient(base_url=urls["triage"]) as http:
+            rows = (await http.get("/sessions")).json()["sessions"]
+            assert [(r["sessionID"], r["status"]) for r in rows] == [
+                ("default", "active"),
+                (path.rsplit("/", 1)[1], "idle"),
+            ]
+            replay = await frames(
+                http, f"{path}/events", lambda e, p: e == "agent" and p["seq"] == before[-1]
+            )
+            said = [p["event"]["Content"]["parts"][0]["text"] for e, p in replay if e == "agent"]
+            assert said[-1] == "triage: route me"
+        async with httpx.AsyncClient(base_url=urls["billing"]) as http:
+            rows = (await http.get("/sessions")).json()["sessions"]
+            assert [r["sessionID"] for r in rows] == ["default"]  # triage's are its own
+    finally:
+        await stop_process(proc)
+
+
+def test_the_command_refuses_a_second_store_or_idle_timeout_for_a_multi_agent_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from coreagent_sdk.host import __main__ as command
+
+    host = MultiAgentHost({"a": persona}, store=tmp_path / "mine.sqlite3", session_idle_timeout=5)
+    monkeypatch.setattr(command, "_load", lambda target: host)
+    with pytest.raises(SystemExit, match=r"already keeps its sessions in .*mine.sqlite3"):
+        command.main(["m:host", "--store", str(tmp_path / "other.sqlite3")])
+    with pytest.raises(SystemExit, match="already sets session_idle_timeout=5"):
+        command.main(["m:host", "--session-idle-timeout", "9"])
+    fresh = MultiAgentHost({"a": persona})
+    monkeypatch.setattr(command, "_load", lambda target: fresh)
+    args = argparse.Namespace(
+        target="m:host",
+        store=str(tmp_path / "given.sqlite3"),
+        session_idle_timeout=30.0,
+        register_to=None,
+        token_env=None,
+        endpoint=None,
+    )
+    assert command.build(args) is fresh
+    assert fresh.store.path == str(tmp_path / "given.sqlite3")
+    assert fresh.host("a").session_idle_timeout == 30.0
+    assert fresh.host("a").store.path == fresh.store.path

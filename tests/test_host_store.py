@@ -9,7 +9,10 @@ ticks, so a test drives hours of idleness without waiting.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import shutil
+import sqlite3
 import tempfile
 import weakref
 from pathlib import Path
@@ -19,7 +22,7 @@ import httpx
 import pytest
 
 from coreagent_sdk import ASGITransport, FakeClock
-from coreagent_sdk.host import REPLAY_WINDOW, AgentHost, Identity, Turn
+from coreagent_sdk.host import REPLAY_WINDOW, AgentHost, Identity, MultiAgentHost, Turn
 from coreagent_sdk.host._daemon import inbox_block
 from tests.test_host_fidelity import (
     JSON,
@@ -33,6 +36,7 @@ from tests.test_host_fidelity import (
 )
 
 IDLE = 60.0  # a quarter is under a minute: the sweep runs every 60 s
+V1_STORE = Path(__file__).parent / "fixtures" / "store" / "v1.sqlite3"
 
 
 def client(host: AgentHost) -> httpx.AsyncClient:
@@ -349,15 +353,6 @@ async def test_a_file_that_is_not_a_session_store_is_refused_with_the_fix(
     assert garbage.read_bytes().startswith(b"these are my notes")
 
 
-def test_one_store_file_is_not_shared_by_the_agents_of_a_multi_agent_host(
-    tmp_path: Path,
-) -> None:
-    from coreagent_sdk.host import MultiAgentHost
-
-    with pytest.raises(TypeError, match="store= is per agent"):
-        MultiAgentHost(store=tmp_path / "sessions.sqlite3")
-
-
 async def test_a_host_with_no_session_to_evict_runs_no_sweep() -> None:
     """The sweep task runs only while a session could be evicted (a thousand idle agents of a
     process hold no timers); its ticks keep the grid of the host's start all the same."""
@@ -376,3 +371,163 @@ async def test_a_host_with_no_session_to_evict_runs_no_sweep() -> None:
         assert (await listing(http))[sid] == "idle"
         assert clock.sleepers == 0
     await host.aclose()
+
+
+# --- one file for every agent of a MultiAgentHost ------------------------------------------
+
+
+def agents(clock: FakeClock, store: Path | None = None, **options: Any) -> MultiAgentHost:
+    host = MultiAgentHost(
+        clock=clock, session_idle_timeout=IDLE, session_rate_limit=None, store=store, **options
+    )
+    for name in ("a", "b"):
+        host.add(name)  # each runs the host's behaviour: echo
+    return host
+
+
+def client_of(host: MultiAgentHost, name: str) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        transport=ASGITransport(host.app(name)), base_url=f"http://{name}.test"
+    )
+
+
+async def test_a_multi_agent_host_restarted_on_its_store_file_serves_every_agents_sessions(
+    tmp_path: Path,
+) -> None:
+    """Each agent is a daemon of its own (`registry.go` `resumeAndRegister` from its rows and
+    log): after a restart on the one file, each lists and replays its own sessions only, its
+    `default` included, and numbers its seqs and session ids on from its own last ones."""
+    store = tmp_path / "agents.sqlite3"
+    clock = FakeClock()
+    first = agents(clock, store)
+    logged: dict[str, tuple[str, list[int], list[int]]] = {}
+    for name in ("a", "b"):
+        async with client_of(first, name) as http:
+            path = await new_session(http)
+            mine = seqs(await one_turn(http, path, f"to {name}"))
+            default = seqs(await one_turn(http, "/sessions/core-agent/default", f"{name}!"))
+            logged[name] = (path, mine, default)
+    # Each agent counts from 1, as two daemons would: their seqs and defaults collide.
+    assert logged["a"][1] == logged["b"][1] == [1, 2]
+    await first.aclose()
+
+    again = agents(clock, store)
+    for name in ("a", "b"):
+        path, mine, default = logged[name]
+        async with client_of(again, name) as http:
+            assert await listing(http) == {"default": "active", sid_of(path): "idle"}
+            got = await one_turn(http, path, "more")
+            said = [
+                p["event"]["Content"]["parts"][0]["text"]
+                for e, p in got
+                if e == "agent" and p["event"]["Author"] != "user"
+            ]
+            assert said == [f"to {name}", "more"]  # its own log, not the other agent's
+            replayed, live = split_at_turn(got)
+            assert replayed == mine
+            assert live == [default[-1] + 1, default[-1] + 2]
+            boot = await frames(
+                http,
+                "/sessions/core-agent/default/events",
+                lambda e, p, last=default[-1]: e == "agent" and p["seq"] == last,
+            )
+            assert [p["event"]["Content"]["parts"][0]["text"] for e, p in boot if e == "agent"][
+                -1
+            ] == f"{name}!"
+            created = await http.post("/sessions", headers=JSON)
+            assert created.json()["sessionID"].startswith("s-0002")
+    await again.aclose()
+    assert files(tmp_path) == ["agents.sqlite3"]  # one file, closed (no -wal left)
+
+
+async def test_an_agents_evicted_session_is_listed_idle_for_it_alone_and_resumes_with_its_log(
+    tmp_path: Path,
+) -> None:
+    """Pins `SessionRegistry.EvictBefore` and `resumeAndRegister` for each agent of one
+    file: agent a's evicted session is idle in a's list, absent from b's, and b cannot
+    reach it by its id (404, as on another daemon)."""
+    clock = FakeClock()
+    host = agents(clock)  # the default: one temporary file for every agent
+    async with client_of(host, "a") as a, client_of(host, "b") as b:
+        path = await new_session(a)
+        first = seqs(await one_turn(a, path))
+        other = await new_session(b)
+        await clock.until_sleeping(2)  # each agent's sweeper
+        await advance(clock, 2 * IDLE)
+        assert await listing(a) == {"default": "active", sid_of(path): "idle"}
+        assert await listing(b) == {"default": "active", sid_of(other): "idle"}
+        async with b.stream("GET", f"{path}/events") as elsewhere:
+            assert elsewhere.status_code == 404
+        replayed, live = split_at_turn(await one_turn(a, path, "again"))
+        assert replayed == first
+        assert live == [first[-1] + 1, first[-1] + 2]
+        assert (await listing(a))[sid_of(path)] == "active"
+        assert (await b.delete(path, headers=JSON)).status_code == 404
+        assert (await a.delete(path, headers=JSON)).status_code == 204
+        assert await listing(a) == {"default": "active"}
+    await host.aclose()
+
+
+async def test_a_store_file_written_before_agents_were_keyed_is_served_by_an_agent_host(
+    tmp_path: Path,
+) -> None:
+    """The first store's files (schema 1, one AgentHost's sessions; the fixture was written
+    by that version) open as they were: owners, viewers, usage, events and counters."""
+    store = tmp_path / "old.sqlite3"
+    shutil.copyfile(V1_STORE, store)
+    clock = FakeClock()
+    host = make(clock, tokens={**TOKENS, "tok-bob": Identity("bob")}, store=store)
+    async with client(host) as http:
+        assert await listing(http, bearer("tok-alice")) == {"s-000170b66f": "idle"}
+        assert await listing(http, bearer("tok-bob")) == {"s-000170b66f": "idle"}  # a viewer
+        path = "/sessions/core-agent/s-000170b66f"
+        got = await one_turn(http, path, "and now", headers=bearer("tok-alice"))
+        replayed, live = split_at_turn(got)
+        assert replayed == [1, 2]
+        assert live == [3, 4]
+        said = [p["event"]["Content"]["parts"][0]["text"] for e, p in got if e == "agent"]
+        assert said[1] == "hello from v1"
+        usage = [p for e, p in got if e == "usage-update"]
+        assert usage[0]["turns_total"] == 1 and usage[-1]["turns_total"] == 2
+        created = await http.post("/sessions", headers=bearer("tok-alice"))
+        assert created.json()["sessionID"].startswith("s-0002")
+    await host.aclose()
+    with contextlib.closing(sqlite3.connect(store)) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (2,)
+
+
+async def test_a_store_file_of_a_newer_schema_is_refused_with_the_fix(tmp_path: Path) -> None:
+    store = tmp_path / "newer.sqlite3"
+    with contextlib.closing(sqlite3.connect(store)) as db:
+        db.execute("CREATE TABLE sessions (x)")
+        db.execute("PRAGMA user_version=3")
+        db.commit()
+    host = AgentHost("agent", store=store)
+    with pytest.raises(ValueError, match=r"schema 3; .* a newer coreagent-sdk wrote it"):
+        await host.open()
+    await host.aclose()
+
+
+@pytest.mark.parametrize("first", ["single", "multi"])
+async def test_a_store_file_of_the_other_kind_of_host_is_refused_with_the_fix(
+    tmp_path: Path, first: str
+) -> None:
+    """An AgentHost's file opened by a MultiAgentHost (or the other way) would show none of
+    its sessions; it is refused, naming the host that wrote it."""
+    store = tmp_path / "sessions.sqlite3"
+    clock = FakeClock()
+    writer: AgentHost | MultiAgentHost = (
+        make(clock, store=store) if first == "single" else agents(clock, store)
+    )
+    http = client(writer) if isinstance(writer, AgentHost) else client_of(writer, "a")
+    async with http:
+        await one_turn(http, await new_session(http))
+    await writer.aclose()
+    if first == "single":
+        with pytest.raises(ValueError, match="holds an AgentHost's sessions; serve it with an"):
+            await agents(clock, store).serve(handle_signals=False)
+    else:
+        reader = make(clock, store=store)
+        with pytest.raises(ValueError, match=r"of a MultiAgentHost's agents .*'a'"):
+            await reader.open()
+        await reader.aclose()

@@ -6,7 +6,8 @@ attribute's name). Prints one JSON line `{"name", "url"}` once listening;
 SIGTERM drains running turns, deregisters and exits 0 within 10 s.
 
 Or many: `module:host` names a `MultiAgentHost`; each agent listens on its own
-port (`--port` and the ports after it, or free ones), `--register-to`,
+port (`--port` and the ports after it, or free ones), `--store` keeps every
+agent's sessions in one file, `--register-to`,
 `--token-env` and `--endpoint` (here `scheme://host`, each agent adding its
 port) join every agent to the hub, and the line printed is
 `{"agents": {name: url, ...}}`.
@@ -53,10 +54,20 @@ def build(args: argparse.Namespace) -> AgentHost | MultiAgentHost:
     target = _load(args.target)
     if isinstance(target, MultiAgentHost):
         if args.store is not None:
-            raise SystemExit(
-                f"coreagent_sdk.host: {args.target!r} is a MultiAgentHost; --store names one "
-                "host's file: serve one agent with it, or give each agent's host its store"
-            )
+            if target.store.path is not None:
+                raise SystemExit(
+                    f"coreagent_sdk.host: {args.target!r} already keeps its sessions in "
+                    f"{target.store.path!r}; drop --store, or store= in its module"
+                )
+            target._use_store(args.store)
+        if args.session_idle_timeout != DEFAULT_SESSION_IDLE_TIMEOUT:
+            if "session_idle_timeout" in target.host_options:
+                raise SystemExit(
+                    f"coreagent_sdk.host: {args.target!r} already sets session_idle_timeout="
+                    f"{target.host_options['session_idle_timeout']!r}; drop "
+                    "--session-idle-timeout, or the keyword in its module"
+                )
+            target.host_options["session_idle_timeout"] = args.session_idle_timeout
         return _joined(target, args)
     joined = {
         "register_to": args.register_to,

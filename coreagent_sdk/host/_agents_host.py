@@ -19,12 +19,19 @@ server (an `AgentHost`: sessions, routes, limiter) is made on its first
 request, and its runtime (persona, skills, secrets, through `AgentBuilder`)
 on its first turn, leased from the shared cache for the turn; the cache
 closes runtimes it evicts once their turns let go.
+
+Sessions: one store file holds every agent's (`StoreFile`, keyed by agent
+name: each agent numbers its own sessions and seqs and has its own
+`default`), on one worker thread for the whole host, so a host restarted on
+the file serves every agent's sessions again and 10,000 agents do not hold
+10,000 files or threads.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -35,7 +42,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._endpoint import checked_base_url
 from ._agents import Agent, echo
-from ._daemon import DEFAULT_GRACE, AgentHost, _text
+from ._daemon import DEFAULT_GRACE, REPLAY_WINDOW, AgentHost, _text
 from ._joining import HostRegistrations
 from ._runtimes import Runtimes
 from ._serve import (
@@ -48,6 +55,7 @@ from ._serve import (
     _server_class,
     _signals,
 )
+from ._store import SessionStore, StoreFile
 
 __all__ = ["MultiAgentHost"]
 
@@ -91,7 +99,10 @@ class MultiAgentHost:
     ``register_to``, registers there under its own name at
     ``endpoint_host`` (default: where it listens) plus its port, with
     ``labels`` and the agent's own; one task heartbeats them all. In-process,
-    `app(name)` is the agent's ASGI app. Every other keyword (``tokens``,
+    `app(name)` is the agent's ASGI app. ``store`` names the SQLite file
+    holding every agent's sessions, keyed by agent (kept, so a host started
+    on it again serves them; None is a private temporary file, made on the
+    first eviction and removed on close). Every other keyword (``tokens``,
     ``model``, ``session_rate_limit``, ``on_agent_error``, ...) is handed to
     each agent's `AgentHost`.
 
@@ -107,6 +118,7 @@ class MultiAgentHost:
         peer_transport: The transport of the host's requests to the hub and to peers
             (None: the network).
         directory: Where `turn.call_peer` looks peers up (the joined hub by default).
+        store: The file every agent's sessions are kept in, keyed by agent name.
         host_options: The other `AgentHost` keywords each agent's attach server gets.
         urls: Each agent's base URL while served, by name.
         draining: True while a stopping host refuses new work (503).
@@ -125,19 +137,11 @@ class MultiAgentHost:
         ttl: float = 60,
         peer_transport: httpx.AsyncBaseTransport | None = None,
         directory: Any = None,
+        store: str | os.PathLike[str] | None = None,
         **host_options: Any,
     ) -> None:
         self._serving = False
-        # store: one file holds one host's sessions (ids and "default" would collide).
-        for taken in (
-            "name",
-            "behavior",
-            "runtimes",
-            "agent_id",
-            "register_to",
-            "endpoint",
-            "store",
-        ):
+        for taken in ("name", "behavior", "runtimes", "agent_id", "register_to", "endpoint"):
             if taken in host_options:
                 raise TypeError(
                     f"MultiAgentHost: {taken}= is per agent or the host's own, not an "
@@ -149,6 +153,7 @@ class MultiAgentHost:
         self.ttl = ttl
         self.peer_transport = peer_transport
         self.host_options = host_options
+        self.store = StoreFile(store, window=REPLAY_WINDOW, shared=True)
         self.register_to: str | None = None
         self.token_env = token_env
         self.endpoint_host: str | None = None
@@ -279,8 +284,25 @@ class MultiAgentHost:
                 peer_transport=self.peer_transport,
                 **options,
             )
+            # The agent's part of the host's one file, under its name (made before its
+            # first request, so the host opens it, not a file of its own).
+            agent.host.store = SessionStore(self.store, window=REPLAY_WINDOW, agent=agent.name)
             agent.host.draining = self.draining
         return agent.host
+
+    def _use_store(self, store: str | os.PathLike[str]) -> None:
+        """Keep the sessions in file `store` (the command line's --store), before any request."""
+        if self.store.path is not None:
+            raise ValueError(
+                f"MultiAgentHost: already keeps its sessions in {self.store.path!r}; "
+                "name one store, here or in its module"
+            )
+        if self._serving or self.active():
+            raise RuntimeError(
+                "MultiAgentHost: cannot change the store once agents answered requests; "
+                "name it before serve()"
+            )
+        self.store = StoreFile(store, window=REPLAY_WINDOW, shared=True)
 
     def app(self, name: str) -> ASGIApp:
         """Agent `name`'s ASGI app, to serve yourself or call in-process (`ASGITransport`)."""
@@ -352,6 +374,7 @@ class MultiAgentHost:
         self._serving = True
         sockets = []
         try:
+            await self.store.check()  # a store that cannot be read fails here, before listening
             shown = f"[{host}]" if ":" in host else host
             for i, agent in enumerate(self._agents.values()):
                 sock = _listen(host, port + i if port else 0)
@@ -451,9 +474,10 @@ class MultiAgentHost:
             self._stop.set()
 
     async def aclose(self) -> None:
-        """Stop every agent's turns and streams, then close the runtimes and the directory."""
+        """Stop every agent's turns and streams, close the store, the runtimes, the directory."""
         hosts = [a.host for a in self._agents.values() if a.host is not None]
         await asyncio.gather(*(h.aclose() for h in hosts))
+        await self.store.aclose()  # after every agent wrote its sessions
         closer = getattr(self.runtimes, "aclose", None)
         if closer is not None:
             await closer()
