@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from coreagent_sdk import ASGITransport, FakeClock
-from coreagent_sdk.host import AgentHost, Identity, SessionRateLimit, Turn
+from coreagent_sdk.host import INBOX_CAP, AgentHost, Identity, SessionRateLimit, Turn
 
 JSON = {"Content-Type": "application/json"}
 FRAME = re.compile(rb"event: ([a-z-]+)\ndata: ([^\n]+)\n\n")
@@ -510,3 +510,69 @@ async def test_wake_loop_frames_even_one_drained_message_as_the_inbox_bundle(via
     assert users[0].startswith("[Inbox]\n- hello\n\nHow to handle the bundle:\n- Variants of ")
     assert users[0].endswith("treat the bundle as the next request and respond once.")
     assert seen == [("hello", users[0], ("hello",))]
+
+
+@pytest.mark.parametrize("queued", [INBOX_CAP, INBOX_CAP + 1])
+@pytest.mark.parametrize("woken_by", ["inject", "wake"])
+async def test_an_inbox_past_the_daemons_cap_drops_its_oldest_message(
+    queued: int, woken_by: str
+) -> None:
+    """Pins `pkg/agent/inbox.go` `inbox.push`: past `defaultInboxCap` (256) queued messages
+    the oldest is dropped (never dequeued) and the inject still answers 200; `wake: false`
+    pushes to the same queue (`Agent.injectAs` with the quiet mode of `QueueAsContextWithID`),
+    so it counts the same. The messages queue while a turn runs (part of the inbox is
+    spent on it): waking and quiet ones alternating, or all quiet and then one `POST /wake`."""
+    release = asyncio.Event()
+    drained: list[tuple[str, ...]] = []
+
+    async def held(turn: Turn) -> None:
+        drained.append(turn.messages)
+        if len(drained) == 1:
+            await release.wait()  # the first turn runs while the inbox fills
+        await turn.say("ok")
+
+    host = AgentHost("agent", behavior=held, session_rate_limit=None)
+    answered: list[str] = []
+    async with client(host) as http:
+        path = await new_session(http)
+
+        async def fill() -> None:
+            first = await http.post(f"{path}/inject", headers=JSON, json={"message": "first"})
+            answered.append(first.json()["prompt_id"])
+            for _ in range(100):  # bounded: the first turn starts within a few loop turns
+                if drained:
+                    break
+                await asyncio.sleep(0)
+            for i in range(queued):
+                wake = woken_by == "inject" and i % 2 == 0
+                sent = await http.post(
+                    f"{path}/inject", headers=JSON, json={"message": f"m{i}", "wake": wake}
+                )
+                assert sent.status_code == 200, sent.text
+                assert sent.json()["woke"] is wake
+                answered.append(sent.json()["prompt_id"])
+            if woken_by == "wake":
+                assert (await http.post(f"{path}/wake", headers=JSON)).status_code == 200
+            release.set()
+
+        filling: list[asyncio.Task[None]] = []
+        turns_done = 0
+
+        def second_usage(event: str, payload: dict[str, Any]) -> bool:
+            nonlocal turns_done
+            turns_done += event == "usage-update" and "last_turn" in payload
+            return turns_done == 2
+
+        async def start() -> None:
+            filling.append(asyncio.create_task(fill()))
+
+        got = await frames(http, f"{path}/events", second_usage, after=start)
+        await filling[0]
+    await host.aclose()
+    kept = [f"m{i}" for i in range(queued)][-INBOX_CAP:]
+    assert drained == [("first",), tuple(kept)]
+    assert len(drained[1]) == INBOX_CAP
+    states = [(p["state"], p["prompt_id"]) for e, p in got if e == "inbox"]
+    assert [i for s, i in states if s == "queued"] == answered  # every inject was queued
+    dequeued = [i for s, i in states if s == "dequeued"]
+    assert dequeued == answered[:1] + answered[1:][-INBOX_CAP:]  # the dropped one never was

@@ -531,3 +531,61 @@ async def test_a_store_file_of_the_other_kind_of_host_is_refused_with_the_fix(
         with pytest.raises(ValueError, match=r"of a MultiAgentHost's agents .*'a'"):
             await reader.open()
         await reader.aclose()
+
+
+# --- a store that cannot be read -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("table", ["sessions", "events"])
+async def test_a_resume_whose_store_cannot_be_read_is_answered_400_on_every_session_route(
+    tmp_path: Path, table: str
+) -> None:
+    """Pins `pkg/attach/handlers.go` `writeLookupError`: a lookup error that is neither a miss
+    (404) nor an ambiguous id (409), such as a resume whose store read failed (the row's read
+    in `resumeAndRegister`, or the log's), is 400 with the error's text. The caller reads
+    SQLite's words, never the file's path."""
+    store = tmp_path / "sessions.sqlite3"
+    clock = FakeClock()
+    host = make(clock, store=store)
+    async with client(host) as http:
+        path = await new_session(http)
+        await one_turn(http, path)
+        await clock.until_sleeping()
+        await advance(clock, 2 * IDLE)
+        assert sid_of(path) not in host.sessions
+        with contextlib.closing(sqlite3.connect(store)) as db:  # the disk loses a table
+            db.execute(f"DROP TABLE {table}")
+            db.commit()
+        said = f"the session store could not be read (no such table: {table})"
+        shortcut = f"/sessions/{sid_of(path)}"
+        for method, url in [
+            ("GET", f"{path}/events"),
+            ("GET", f"{shortcut}/events"),
+            ("POST", f"{path}/inject"),
+            ("POST", f"{shortcut}/wake"),
+            ("DELETE", path),
+        ]:
+            body = {"message": "hi"} if url.endswith("/inject") else None
+            answer = await http.request(method, url, headers=JSON, json=body)
+            assert answer.status_code == 400, (method, url, answer.text)
+            assert answer.text == f'attach: resume "{sid_of(path)}": {said}\n'
+            assert str(tmp_path) not in answer.text
+        assert sid_of(path) not in host.sessions
+    await host.aclose()
+
+
+async def test_a_store_that_cannot_be_listed_still_lists_the_sessions_in_memory(
+    tmp_path: Path,
+) -> None:
+    """Pins `pkg/attach/handlers.go` `listSessions`: the store's half is best effort ("a store
+    hiccup mustn't zero out the list"): the sessions in memory are listed, 200."""
+    store = tmp_path / "sessions.sqlite3"
+    clock = FakeClock()
+    host = make(clock, store=store)
+    async with client(host) as http:
+        kept = await new_session(http)
+        with contextlib.closing(sqlite3.connect(store)) as db:
+            db.execute("DROP TABLE sessions")
+            db.commit()
+        assert await listing(http) == {"default": "active", sid_of(kept): "active"}
+    await host.aclose()

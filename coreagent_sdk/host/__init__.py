@@ -33,6 +33,7 @@ from ._agents import Agent, Turn
 from ._agents_host import MultiAgentHost
 from ._daemon import (
     DEFAULT_SESSION_IDLE_TIMEOUT,
+    INBOX_CAP,
     MAX_INJECT_BYTES,
     MAX_REGISTER_BYTES,
     REPLAY_WINDOW,
@@ -60,6 +61,7 @@ __all__ = [
     "DEFAULT_MAX_TOOL_ROUNDS",
     "DEFAULT_SESSION_IDLE_TIMEOUT",
     "DEFAULT_TTL",
+    "INBOX_CAP",
     "MAX_HEADER_BYTES",
     "MAX_INJECT_BYTES",
     "MAX_REGISTER_BYTES",

@@ -19,8 +19,10 @@ import asyncio
 import contextlib
 import itertools
 import json
+import logging
 import os
 import secrets
+import sqlite3
 import time
 import uuid
 from collections import deque
@@ -62,6 +64,7 @@ from ._store import SessionStore, StoredSession, sweep_period
 
 __all__ = [
     "DEFAULT_SESSION_IDLE_TIMEOUT",
+    "INBOX_CAP",
     "MAX_INJECT_BYTES",
     "MAX_REGISTER_BYTES",
     "REPLAY_WINDOW",
@@ -82,6 +85,9 @@ DEFAULT_SESSION_IDLE_TIMEOUT = 24 * 3600.0  # the daemon's session_idle_timeout
 """Seconds a session may sit idle before eviction, the daemon's default (24 h)."""
 STARTUP_SESSION = "default"  # the session a daemon starts with; it cannot be deleted
 """The session every daemon starts with; it is never evicted or deleted."""
+INBOX_CAP = 256  # core-agent pkg/agent/inbox.go defaultInboxCap
+"""The most messages a session's inbox holds; one more drops the oldest, as `inbox.push` does."""
+_log = logging.getLogger("coreagent_sdk.host")
 SUBSCRIBER_QUEUE_LIMIT = 256  # core-agent pkg/attach/broadcaster.go subscriberBufferSize
 """Frames waiting for one event-stream subscriber before it is dropped (the daemon's 256).
 
@@ -125,6 +131,29 @@ class StreamHook(Protocol):
 def _text(status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
     # Go's http.Error: plain text and a newline.
     return PlainTextResponse(message + "\n", status_code=status, headers=headers)
+
+
+# What a store that cannot be read raises (see _store: sqlite3, the file, a closed store).
+_STORE_ERRORS = (sqlite3.Error, OSError, ValueError, RuntimeError)
+
+
+class _StoreUnreadable(Exception):
+    """A lookup's store read failed: answered 400, as `writeLookupError` answers an error
+    that is neither a miss (404) nor an ambiguous id (409)."""
+
+
+def _unreadable(daemon: str, sid: str, exc: BaseException) -> _StoreUnreadable:
+    # The caller gets SQLite's own words (fixed texts: "no such table: sessions"), never a
+    # path or a Python error's text; the host's log gets the whole error.
+    _log.warning("AgentHost %r: resuming session %s: the store failed: %r", daemon, sid, exc)
+    reason = str(exc) if isinstance(exc, sqlite3.Error) else type(exc).__name__
+    return _StoreUnreadable(
+        f"attach: resume {go_quote(sid)}: the session store could not be read ({reason})"
+    )
+
+
+def _answer_unreadable(request: Request, exc: Exception) -> Response:
+    return _text(400, str(exc))
 
 
 class _Subscriber:
@@ -223,6 +252,20 @@ class _Session:
             "inbox", {"state": "queued", "prompt_id": prompt_id, "queued_at": rfc3339(time.time())}
         )
         self.inbox.append((prompt_id, message))
+        if len(self.inbox) > INBOX_CAP:
+            # As the daemon's inbox.push: drop the oldest, whether it was queued to wake or
+            # not, so a stuck turn cannot grow the inbox; the inject is still answered 200.
+            # Its id is logged, not its text (that is the caller's, not the host log's).
+            dropped, _ = self.inbox.pop(0)
+            self.inject_spans.pop(dropped, None)
+            _log.warning(
+                "AgentHost %r: session %s inbox cap (%d) exceeded, dropped the oldest message "
+                "(prompt_id=%s)",
+                self.daemon.name,
+                self.session_id,
+                INBOX_CAP,
+                dropped,
+            )
         span_context = inject_span_context()  # the inject's SERVER span: the turn links it
         if span_context is not None:
             self.inject_spans[prompt_id] = span_context
@@ -843,7 +886,9 @@ class AgentHost:
                 Route("/peers/{rid}", self._deregister, methods=["DELETE"]),
             ]
         # The daemon's otelhttp wraps everything it serves, the card and refusals too.
-        app: ASGIApp = ServerSpans(_Guard(Starlette(routes=routes), self))
+        # A store that cannot be read is 400 on every session route, as `writeLookupError`.
+        router = Starlette(routes=routes, exception_handlers={_StoreUnreadable: _answer_unreadable})
+        app: ASGIApp = ServerSpans(_Guard(router, self))
         self.app = middleware(app) if middleware is not None else app
         # Every daemon starts with one session of its own; it is never evicted or deleted.
         self.sessions[STARTUP_SESSION] = _Session(self, app_name, STARTUP_SESSION, ANONYMOUS.name)
@@ -1003,7 +1048,10 @@ class AgentHost:
         sid = request.path_params["sid"]
         if sid in self.sessions or not self.store.opened:
             return self.find_session(request, action)
-        row = await self.store.get(sid)
+        try:
+            row = await self.store.get(sid)
+        except _STORE_ERRORS as exc:
+            raise _unreadable(self.name, sid, exc) from exc
         app = request.path_params.get("app")
         if row is None or (app is not None and app != row.app):
             return None
@@ -1015,7 +1063,10 @@ class AgentHost:
             flight = asyncio.get_running_loop().create_task(self._resume(row))
             self._resuming[sid] = flight
             flight.add_done_callback(lambda _: self._resuming.pop(sid, None))
-        await asyncio.shield(flight)
+        try:
+            await asyncio.shield(flight)
+        except _STORE_ERRORS as exc:
+            raise _unreadable(self.name, sid, exc) from exc
         return self.find_session(request, action)
 
     async def _resume(self, row: StoredSession) -> None:
@@ -1259,7 +1310,12 @@ class AgentHost:
         who = self.identify(request)
         rows = [s.row() for s in self.sessions.values() if self.visible(s, who)]
         if self.multi_session:  # the store's half, as `listSessions` adds it with multi-session
-            stored = await self.store.rows(skip=frozenset(self.sessions))
+            try:
+                stored = await self.store.rows(skip=frozenset(self.sessions))
+            except _STORE_ERRORS as exc:
+                # Best effort, as `listSessions`: a store hiccup must not empty the list.
+                _log.warning("AgentHost %r: listing stored sessions failed: %r", self.name, exc)
+                stored = []
             rows += [
                 _listed(r.app, r.user, r.session_id, "idle", r.last_touched)
                 for r in stored
