@@ -24,7 +24,7 @@ import inspect
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -34,6 +34,7 @@ from ._protocol import ModelError
 __all__ = [
     "MAX_RESPONSE_BYTES",
     "Shape",
+    "ask",
     "connection_failure",
     "call_arguments",
     "decode_answer",
@@ -183,6 +184,45 @@ def connection_failure(component: str, *, error: BaseException, where: str) -> M
         kind="transient_network",
         retryable=True,
     )
+
+
+async def ask(
+    create: Any,
+    body: Mapping[str, Any],
+    *,
+    vendor: ModuleType,
+    base_error: type[BaseException],
+    component: str,
+    where: str,
+    on_status: Callable[[Any], ModelError],
+) -> bytes:
+    """One `create` call's raw answer body, or the `ModelError` its failure maps to.
+
+    Both vendor SDKs name their errors alike (`APIStatusError`,
+    `APIConnectionError`, `APITimeoutError`, under one base class), so one
+    ladder serves both; `on_status` reads the vendor's status error.
+    """
+    failure: ModelError | None = None
+    content = b""
+    try:
+        raw = await create(**call_arguments(create, body))
+        content = raw.http_response.content
+    except vendor.APIStatusError as exc:
+        failure = on_status(exc)
+    except (vendor.APIConnectionError, vendor.APITimeoutError) as exc:
+        failure = connection_failure(component, error=exc, where=where)
+    except base_error as exc:
+        failure = ModelError(
+            f"{component}: the {vendor.__name__} package failed ({type(exc).__name__}) before "
+            "an answer came; check the client's configuration",
+            kind="unknown",
+            retryable=False,
+        )
+    # Raised here, not in the except blocks: the vendor's exception holds the raw
+    # response (an echoed key and all) and must not become the ModelError's __context__.
+    if failure is not None:
+        raise failure
+    return bytes(content)
 
 
 def call_arguments(create: Any, body: Mapping[str, Any]) -> dict[str, Any]:

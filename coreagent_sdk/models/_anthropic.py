@@ -32,8 +32,7 @@ from .._scrub import register
 from ._adapter import (
     MAX_RESPONSE_BYTES,
     Shape,
-    call_arguments,
-    connection_failure,
+    ask,
     decode_answer,
     load_package,
     read_key,
@@ -152,38 +151,27 @@ class AnthropicModel:
     async def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelReply:
         """Ask the model once: the conversation and the tools it may call."""
         body = self.request_body(messages, tools)
-        anthropic = self._anthropic
-        failure: ModelError | None = None
-        content = b""
-        try:
-            create = self._client.messages.with_raw_response.create
-            raw = await create(**call_arguments(create, body))
-            content = raw.http_response.content
-        except anthropic.APIStatusError as exc:
-            failure = status_failure(
-                _COMPONENT,
-                status=int(exc.response.status_code),
-                body=exc.body,
-                raw=exc.response.content,
-                model=self.model,
-                where=self._where(),
-                key_env=self._key_env,
-            )
-        except (anthropic.APIConnectionError, anthropic.APITimeoutError) as exc:
-            failure = connection_failure(_COMPONENT, error=exc, where=self._where())
-        except anthropic.AnthropicError as exc:
-            failure = ModelError(
-                f"{_COMPONENT}: the anthropic package failed ({type(exc).__name__}) before an "
-                "answer came; check the client's configuration",
-                kind="unknown",
-                retryable=False,
-            )
-        # Raised here, not in the except blocks: the vendor's exception holds
-        # the raw response (an echoed key and all) and must not become the
-        # ModelError's __context__.
-        if failure is not None:
-            raise failure
+        content = await ask(
+            self._client.messages.with_raw_response.create,
+            body,
+            vendor=self._anthropic,
+            base_error=self._anthropic.AnthropicError,
+            component=_COMPONENT,
+            where=self._where(),
+            on_status=self._status_failure,
+        )
         return self._reply(decode_answer(content, component=_COMPONENT, limit=self._limit))
+
+    def _status_failure(self, exc: Any) -> ModelError:
+        return status_failure(
+            _COMPONENT,
+            status=int(exc.response.status_code),
+            body=exc.body,
+            raw=exc.response.content,
+            model=self.model,
+            where=self._where(),
+            key_env=self._key_env,
+        )
 
     def request_body(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec]

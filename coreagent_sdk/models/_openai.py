@@ -33,8 +33,7 @@ from .._scrub import register
 from ._adapter import (
     MAX_RESPONSE_BYTES,
     Shape,
-    call_arguments,
-    connection_failure,
+    ask,
     decode_answer,
     load_package,
     read_key,
@@ -148,29 +147,15 @@ class OpenAIChatModel:
     async def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelReply:
         """Ask the model once: the conversation and the tools it may call."""
         body = self.request_body(messages, tools)
-        openai = self._openai
-        failure: ModelError | None = None
-        content = b""
-        try:
-            create = self._client.chat.completions.with_raw_response.create
-            raw = await create(**call_arguments(create, body))
-            content = raw.http_response.content
-        except openai.APIStatusError as exc:
-            failure = self._status_failure(exc)
-        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-            failure = connection_failure(_COMPONENT, error=exc, where=self._where())
-        except openai.OpenAIError as exc:
-            failure = ModelError(
-                f"{_COMPONENT}: the openai package failed ({type(exc).__name__}) before an "
-                "answer came; check the client's configuration",
-                kind="unknown",
-                retryable=False,
-            )
-        # Raised here, not in the except blocks: the vendor's exception holds
-        # the raw response (an echoed key and all) and must not become the
-        # ModelError's __context__.
-        if failure is not None:
-            raise failure
+        content = await ask(
+            self._client.chat.completions.with_raw_response.create,
+            body,
+            vendor=self._openai,
+            base_error=self._openai.OpenAIError,
+            component=_COMPONENT,
+            where=self._where(),
+            on_status=self._status_failure,
+        )
         return self._reply(decode_answer(content, component=_COMPONENT, limit=self._limit))
 
     def request_body(
