@@ -119,6 +119,13 @@ def said(frames: list[tuple[str, dict[str, Any]]]) -> list[tuple[int, str]]:
     ]
 
 
+def exchanged(events: list[tuple[int, str]], prompt: str) -> bool:
+    """The user's event then the echo's answer. The user's event holds the ask as the
+    daemon's WakeLoop frames even one drained message: an `[Inbox]` bundle."""
+    texts = [text for _, text in events]
+    return len(texts) == 2 and texts[0].startswith(f"[Inbox]\n- {prompt}\n") and texts[1] == prompt
+
+
 class Soak:
     def __init__(self, url: str, concurrency: int, max_calls: int, timeout: float) -> None:
         self.url = url
@@ -161,11 +168,11 @@ class Soak:
                 self.resumed_bad.append(f"{sid}: {exc!r}")
                 continue
             history, turn = got[:2], got[2:]
-            if [text for _, text in history] == [prompt, prompt] and not turn:
+            if exchanged(history, prompt) and not turn:
                 self.evicted_again += 1
             elif (
-                [text for _, text in history] == [prompt, prompt]
-                and [text for _, text in turn] == ["are you back?"] * 2
+                exchanged(history, prompt)
+                and exchanged(turn, "are you back?")
                 and turn[0][0] > history[-1][0]
             ):
                 self.resumed_ok += 1
