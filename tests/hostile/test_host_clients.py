@@ -13,9 +13,11 @@ import gc
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
+import time
 import tracemalloc
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -27,6 +29,7 @@ import pytest
 
 from coreagent_sdk import CallPeer, Peer, StaticDirectory
 from coreagent_sdk.host import MAX_INJECT_BYTES, REPLAY_WINDOW, AgentHost, Identity, Turn
+from coreagent_sdk.host._daemon import _CHUNK_BYTES
 
 JSON = {"Content-Type": "application/json"}
 TOKEN = "tok-hostile-secret-value"
@@ -73,18 +76,34 @@ async def raw(served: Served, data: bytes, *, read: bool = True) -> bytes:
         writer.close()
 
 
-async def test_slowloris_connections_do_not_stop_other_callers(served: Served) -> None:
+async def test_slowloris_headers_are_closed_at_the_header_timeout_while_others_are_answered(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pins `pkg/attach/server.go` `Bind` (`ReadHeaderTimeout`): 50 connections that send
+    half a request or nothing neither stop another caller nor stay open past the timeout."""
+    from coreagent_sdk.host import uvicorn_options
+
+    timeout = 2.0  # the daemon's 10 s, shortened for the test
+    monkeypatch.setattr(uvicorn_options()["http"], "read_header_timeout", timeout)
     host, port = served.hostport.split(":")
     held = []
-    for _ in range(50):  # each sends half a request line and stalls
-        _, writer = await asyncio.open_connection(host, int(port))
-        writer.write(b"POST /sessions HTTP/1.1\r\nHost: x\r\nContent-Le")
-        held.append(writer)
+    started = time.monotonic()
+    for i in range(50):  # half send half a request and stall, half send nothing at all
+        reader, writer = await asyncio.open_connection(host, int(port))
+        if i % 2:
+            writer.write(b"POST /sessions HTTP/1.1\r\nHost: x\r\nContent-Le")
+        held.append((reader, writer))
     try:
         assert await asyncio.wait_for(served.answers(), 15) == "still there?"
+        still_held = sum(not reader.at_eof() for reader, _ in held)
+        closed = [await asyncio.wait_for(reader.read(), 10) for reader, _ in held]
+        waited = time.monotonic() - started
     finally:
-        for writer in held:
+        for _, writer in held:
             writer.close()
+    assert still_held == 50  # answered while all 50 were held
+    assert closed == [b""] * 50  # closed by the host, without an answer, as net/http does
+    assert timeout <= waited < timeout + 5
 
 
 async def test_an_endless_body_is_refused_at_the_cap_and_the_host_goes_on(
@@ -123,10 +142,17 @@ async def test_deep_or_odd_json_is_a_400_never_a_crash(served: Served, body: byt
     assert await served.answers() == "still there?"
 
 
-async def test_many_subscribers_and_since_zero_storms_stay_bounded(served: Served) -> None:
+async def test_since_zero_storms_replay_the_newest_5000_uncopied_while_others_are_answered(
+    served: Served,
+) -> None:
+    """Pins `pkg/attach/handlers.go` `streamEvents` (`since` replays the log, newest
+    `maxReplayEvents`): 20 readers ask for it all again and again until another caller is
+    answered; each holds its place in the log and one write's worth, never a copy of it."""
+    text = "x" * 400  # frames big enough that a copy of the log per reader would show
+
     async def chatty(turn: Turn) -> None:
         for i in range(REPLAY_WINDOW + 50):
-            await turn.chunk(str(i))
+            await turn.chunk(f"{i} {text}")
         await turn.say("done")
 
     served.host.behavior = chatty
@@ -138,26 +164,61 @@ async def test_many_subscribers_and_since_zero_storms_stay_bounded(served: Serve
             if not served.host.busy():
                 break
             await asyncio.sleep(0.02)
-        session = served.host.sessions[created["sessionID"]]
-        assert len(session.log) == REPLAY_WINDOW  # the log holds the newest 5,000 only
-
-        async def since_zero() -> int:
-            frames, tail = 0, b""
-            async with http.stream("GET", f"{path}/events?since=0") as stream:
-                async for chunk in stream.aiter_bytes():
-                    data = tail + chunk
-                    frames += chunk.count(b"event: ")
-                    if b'{"text":"done"}' in data:
-                        return frames
-                    tail = data[-64:]
-            return frames
-
-        counts = await asyncio.wait_for(asyncio.gather(*(since_zero() for _ in range(20))), 60)
-        # capabilities + status + usage + at most 5,000 replayed events, each time
-        assert all(c <= REPLAY_WINDOW + 3 for c in counts), counts
-        assert not session.subscribers or len(session.subscribers) <= 20
     served.host.behavior = echo
-    assert await served.answers() == "still there?"
+    session = served.host.sessions[created["sessionID"]]
+    assert len(session.log) == REPLAY_WINDOW == 5_000  # the log holds the newest 5,000 only
+    log_bytes = sum(len(data) for _, data in session.log)
+    assert await served.answers() == "still there?"  # warm
+    with traced() as grown:
+        assert await served.answers() == "still there?"
+        _, other_caller = grown()
+
+    host, port = served.hostport.split(":")
+    request = f"GET {path}/events?since=0 HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+    answered = asyncio.Event()
+    counts: list[int] = []
+
+    async def since_zero() -> None:
+        for _ in range(5):  # bounded: a few storms each, until the other caller is answered
+            reader, writer = await asyncio.open_connection(host, int(port))
+            try:
+                writer.write(request)
+                frames, tail = 0, b""
+                for _ in range(100_000):  # bounded: until the turn's last frame is replayed
+                    data = tail + await reader.read(65536)
+                    frames += data.count(b"event: ")
+                    if b'{"text":"done"}' in data or len(data) == len(tail):
+                        break
+                    tail = data[-6:]
+                counts.append(frames)
+            finally:
+                writer.close()
+            if answered.is_set():
+                return
+
+    with traced() as grown:
+        storm = asyncio.gather(*(since_zero() for _ in range(20)))
+        await asyncio.sleep(0.05)
+        assert await asyncio.wait_for(served.answers(), 20) == "still there?"
+        answered.set()
+        stormed_meanwhile = not storm.done()
+        await asyncio.wait_for(storm, 60)
+        _, peak = grown()
+        for _ in range(200):  # bounded: the host sees each reader go within moments
+            if not session.subscribers:
+                break
+            await asyncio.sleep(0.01)
+        retained, _ = grown()
+    # Per reader: its place in the log (a reference per event), one write being joined, and
+    # the socket's buffers; the log itself is shared. A copy of the log per reader is not.
+    per_reader = REPLAY_WINDOW * 16 + 2 * _CHUNK_BYTES + CONNECTION_BYTES
+    bound = other_caller + 20 * per_reader
+    assert peak <= bound, f"20 readers of a {log_bytes}-byte log held {peak} bytes; {bound} allowed"
+    assert stormed_meanwhile
+    # capabilities, status and usage, then exactly the newest 5,000 events, every time
+    assert counts and set(counts) == {REPLAY_WINDOW + 3}, counts
+    assert not session.subscribers  # every reader that left was unsubscribed
+    assert retained <= other_caller, retained  # and nothing of the storms stays behind
 
 
 @pytest.mark.parametrize(
@@ -585,3 +646,74 @@ async def test_a_caller_refused_thousands_of_sessions_on_the_wire_leaves_the_oth
     assert written < most  # alice was answered while mallory was still sending
     owners = sorted(s.user for s in host.sessions.values())
     assert owners.count("mallory") == 5 and owners.count("alice") == 1
+
+
+async def pipelined(served: Served, request: bytes, count: int) -> list[int]:
+    """Send `request` `count` times on one connection at once; the statuses (bounded: 10 s)."""
+    host, port = served.hostport.split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(request * count)
+        received = b""
+        for _ in range(10_000):  # bounded: until every request is answered
+            if received.count(b"HTTP/1.1 ") >= count:
+                break
+            received += await asyncio.wait_for(reader.read(65536), 10)
+    finally:
+        writer.close()
+    return [int(code) for code in re.findall(rb"HTTP/1\.1 (\d{3}) ", received)]
+
+
+async def test_a_multi_agent_host_meets_hostile_clients_on_one_agent_and_answers_on_the_other(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`MultiAgentHost.serve()` gives every agent's port the daemon's limits (`server.go`
+    `Bind`, `handlers.go` `readJSON`, `rate_limit.go` `costRateLimiter.Allow`): while one
+    agent's port is held by stalled headers, an endless body, an oversized header and a
+    caller refused sessions, the other agent answers."""
+    from coreagent_sdk import FakeClock
+    from coreagent_sdk.host import MultiAgentHost, uvicorn_options
+
+    timeout = 2.0  # the daemon's 10 s ReadHeaderTimeout, shortened for the test
+    monkeypatch.setattr(uvicorn_options()["http"], "read_header_timeout", timeout)
+    host = MultiAgentHost({"target": echo, "bystander": echo}, clock=FakeClock())
+    ready: asyncio.Future[dict[str, str]] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(host.serve(on_ready=ready.set_result, handle_signals=False))
+    urls = await asyncio.wait_for(ready, 10)
+    target = Served(host.host("target"), urls["target"])
+    bystander = Served(host.host("bystander"), urls["bystander"])
+    address, port = target.hostport.split(":")
+    held = []
+    try:
+        for _ in range(20):
+            reader, writer = await asyncio.open_connection(address, int(port))
+            writer.write(b"GET /sessions HTTP/1.1\r\nHost: x\r\n")  # and never the rest
+            held.append((reader, writer))
+        endless = (
+            b"POST /sessions/default/inject HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 1048576\r\n\r\n" + b"x" * 65536
+        )
+        oversized = (
+            b"GET /sessions HTTP/1.1\r\nHost: x\r\nX-Filler: " + b"a" * (1 << 21) + b"\r\n\r\n"
+        )
+        refused = await pipelined(
+            target,
+            b"POST /sessions HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 0\r\n\r\n",
+            10,
+        )
+        answers = [await raw(target, endless), await raw(target, oversized)]
+        assert await asyncio.wait_for(bystander.answers(), 15) == "still there?"
+        still_held = sum(not reader.at_eof() for reader, _ in held)
+        closed = [await asyncio.wait_for(reader.read(), 10) for reader, _ in held]
+    finally:
+        for _, writer in held:
+            writer.close()
+        host.stop()
+        await asyncio.wait_for(task, 15)
+    assert refused == [201] * 5 + [429] * 5  # the daemon's default limit, on each agent
+    assert answers[0].startswith(b"HTTP/1.1 400 ")
+    assert answers[0].endswith(b"request body too large (max 8192 bytes)\n")
+    assert answers[1].startswith(b"HTTP/1.0 431 Request Header Fields Too Large\r\n")
+    assert still_held == 20  # the bystander answered while the target's port was held
+    assert closed == [b""] * 20  # and the target closed them at the header timeout
