@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -72,12 +73,23 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _in_kernel() -> bool:
+    """Whether this process is a Jupyter (IPython) kernel; IPython is looked up, never imported."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return getattr(shell, "kernel", None) is not None
+
+
 @contextlib.contextmanager
 def _signals(stop: asyncio.Event, enabled: bool) -> Iterator[None]:
-    """SIGTERM and SIGINT set `stop` while serving (main thread only), then are restored."""
+    """SIGTERM and SIGINT set `stop` while serving (main thread only), then are restored.
+
+    Not in a Jupyter kernel: there SIGINT is the interrupt button (it must stop the cell,
+    not the host) and SIGTERM is the kernel manager ending the kernel; `stop()` stops the host.
+    """
     loop = asyncio.get_running_loop()
     installed: list[signal.Signals] = []
-    if enabled and threading.current_thread() is threading.main_thread():
+    if enabled and threading.current_thread() is threading.main_thread() and not _in_kernel():
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop.set)
