@@ -27,7 +27,7 @@ from coreagent_sdk import (
     SystemClock,
     quote_name,
 )
-from coreagent_sdk.errors import LoopBlockedError
+from coreagent_sdk.errors import LoopBlockedError, NoRouteError
 from coreagent_sdk.host import (
     DEFAULT_SESSION_IDLE_TIMEOUT,
     DEFAULT_TTL,
@@ -640,6 +640,26 @@ class _ServedTransport(httpx.AsyncBaseTransport):
             await pool.aclose()
 
 
+class _LoopbackPeers(httpx.AsyncBaseTransport):
+    """Where a served fleet's in-process tools send a peer that is not the fleet's own.
+
+    A served hub lists whatever registers on it, such as an `AgentHost` in another process:
+    its loopback endpoint goes over the served network; any other host is refused before
+    anything is dialed, as an unrouted host always was.
+    """
+
+    def __init__(self, network: httpx.AsyncBaseTransport) -> None:
+        self._network = network
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.host not in ("127.0.0.1", "::1"):  # addresses, never a name to resolve
+            raise NoRouteError(
+                f"simulator: a served fleet reaches peers on loopback only, not "
+                f"{request.url.host!r}; register the peer at a 127.0.0.1 endpoint"
+            )
+        return await self._network.handle_async_request(request)
+
+
 class ServedFleet:
     """A fleet on loopback sockets: `urls[name]` is each daemon's base URL.
 
@@ -664,6 +684,7 @@ class ServedFleet:
         # The loopback connections of every tool and directory this hands out: theirs to use,
         # the served fleet's to close, so a tool used inline and collected owns no socket.
         self._network = _ServedTransport()
+        self._foreign: _LoopbackPeers | None = None  # fleet.transport's default while served
         self._sockets: list[socket.socket] = []
         # The peers' leases on the hub a joined fleet registers with (None: its own hub).
         self.membership: HubMembership | None = None
@@ -739,6 +760,9 @@ class ServedFleet:
                 shown = f"[{host}]" if ":" in host else host
                 self.urls[name] = f"http://{shown}:{bound}"
                 self.fleet.transport.mount(f"{shown}:{bound}", ASGITransport(daemon.app))
+            if self.fleet.transport.default is None:
+                # Peers that registered on the served hub from elsewhere (a host process).
+                self._foreign = self.fleet.transport.default = _LoopbackPeers(self._network)
         except BaseException:
             await self.aclose()
             raise
@@ -841,6 +865,9 @@ class ServedFleet:
             self.fleet.transport.unmount(url.removeprefix("http://"))
             self._point(name, url, self.fleet.url(name))
         self.urls.clear()
+        if self._foreign is not None and self.fleet.transport.default is self._foreign:
+            self.fleet.transport.default = None
+        self._foreign = None
         if self.fleet._served is self:
             self.fleet._served = None
 

@@ -25,7 +25,7 @@ from coreagent_sdk import (
     RoutingTransport,
     StaticDirectory,
 )
-from coreagent_sdk.errors import UnknownPeerError
+from coreagent_sdk.errors import PeerRequestError, UnknownPeerError
 from coreagent_sdk.host import AgentHost, PeerRegistry, Turn
 from coreagent_sdk.host._daemon import inbox_block
 from tests.test_host_fidelity import JSON, frames, new_session, one_turn, split_at_turn
@@ -149,6 +149,51 @@ async def test_a_served_host_joins_its_hub_answers_callers_and_leaves_on_stop(hu
         with pytest.raises(UnknownPeerError):
             await tool.acall(peer="helper", prompt="still there?")
     await directory.aclose()
+
+
+async def test_a_served_fleets_own_call_peer_reaches_a_host_registered_on_its_hub(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from simulator import Fleet, behaviors
+
+    dialed: list[str] = []
+    network = httpx.AsyncHTTPTransport.handle_async_request
+
+    async def loopback_only(self: Any, request: httpx.Request) -> httpx.Response:
+        dialed.append(request.url.host)  # recorded and refused before any socket
+        if request.url.host != "127.0.0.1":
+            raise AssertionError(f"dialed {request.url.host!r}")
+        return await network(self, request)
+
+    monkeypatch.setattr(httpx.AsyncHTTPTransport, "handle_async_request", loopback_only)
+    fleet = Fleet()
+    fleet.add_peer("prod-1", behaviors.reply("healthy"))
+    served = await fleet.serve()
+
+    async def coordinator(turn: Turn) -> None:
+        answer = await turn.call_peer("prod-1", turn.prompt)
+        await turn.say(f"prod-1 says: {answer.get('response', answer.get('error'))}")
+
+    host = AgentHost("coordinator", behavior=coordinator, register_to=served.urls["hub"])
+    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    serving = asyncio.create_task(host.serve(on_ready=ready.set_result, handle_signals=False))
+    try:
+        await asyncio.wait_for(ready, 10)
+        tool = fleet.call_peer(timeout=10)  # in-process to the fleet's own daemons
+        result = await tool.acall(peer="coordinator", prompt="status?")
+        assert result.response == "prod-1 says: healthy"
+        assert (await tool.acall(peer="prod-1", prompt="?")).response == "healthy"
+        # A registration the hub lists away from loopback is refused, never dialed.
+        async with AttachClient(served.urls["hub"]) as hub_client:
+            await hub_client.register_peer("far", "http://far.example:8844", {}, 60)
+        with pytest.raises(PeerRequestError, match=r"loopback only, not 'far\.example'"):
+            await tool.acall(peer="far", prompt="?")
+        assert "far.example" not in dialed
+    finally:
+        host.stop()
+        await asyncio.wait_for(serving, 10)
+        await fleet.aclose()
+    assert fleet.transport.default is None  # unserved, loopback URLs route nowhere again
 
 
 async def test_a_stopping_host_lets_its_running_turn_finish_and_refuses_new_work() -> None:
