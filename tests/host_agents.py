@@ -51,3 +51,9 @@ def _router() -> Any:
 
 model_router = _router()
 """A model-driven router: a scripted model asks `storage` about disks."""
+
+
+async def asks_stalled(turn: Turn) -> None:
+    """Ask the peer "stalled" (which never finishes its turn), then answer what came back."""
+    answer = await turn.call_peer("stalled", turn.prompt)
+    await turn.say(f"stalled said: {answer}")

@@ -26,7 +26,7 @@ from coreagent_sdk import (
     StaticDirectory,
 )
 from coreagent_sdk.errors import PeerRequestError, UnknownPeerError
-from coreagent_sdk.host import AgentHost, PeerRegistry, Turn
+from coreagent_sdk.host import AgentHost, MultiAgentHost, PeerRegistry, Turn
 from coreagent_sdk.host._daemon import inbox_block
 from tests.test_host_fidelity import JSON, frames, new_session, one_turn, split_at_turn
 
@@ -289,14 +289,155 @@ async def test_the_command_serves_an_agent_joins_and_a_sigterm_mid_turn_drains(
             proc.stderr.close()
 
 
+async def test_serve_takes_a_grace_only_as_long_as_the_stop_budget_leaves_room_for() -> None:
+    # Every later step of a stop has its own bound (the hub's DELETE 2 s, uvicorn's shutdown
+    # 3 s): the grace is what is left of the 10 s, not a second more.
+    host = AgentHost("roomy", behavior=lambda_upper)
+    with pytest.raises(ValueError, match="grace must be between 0 and 5 seconds"):
+        await asyncio.wait_for(host.serve(grace=5.5, handle_signals=False), 5)
+    many = MultiAgentHost({"roomy": lambda_upper})
+    with pytest.raises(ValueError, match="grace must be between 0 and 5 seconds"):
+        await asyncio.wait_for(many.serve(grace=5.5, handle_signals=False), 5)
+    await host.aclose()
+
+
+def _hub_record(name: str, endpoint: str) -> dict[str, str]:
+    stamp = "2026-01-01T00:00:00Z"
+    return {
+        "registration_id": f"reg-{name}",
+        "name": name,
+        "endpoint": endpoint,
+        "registered_at": stamp,
+        "last_heartbeat": stamp,
+        "lease_expires_at": "2126-01-01T00:00:00Z",
+    }
+
+
+async def _mute_hub(peers: dict[str, str], seen: list[str]) -> tuple[asyncio.Server, str]:
+    """A hub on 127.0.0.1 that registers and lists `peers`, and never answers a DELETE."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while line := await reader.readline():
+                method, path, _ = line.decode().split(" ", 2)
+                length = 0
+                while (header := await reader.readline()) not in (b"\r\n", b""):
+                    name, _, value = header.decode().partition(":")
+                    if name.strip().lower() == "content-length":
+                        length = int(value)
+                body = await reader.readexactly(length)
+                seen.append(f"{method} {path}")
+                if method == "DELETE":
+                    await asyncio.sleep(60)  # accepted, never answered (cancelled at teardown)
+                if method == "POST" and path == "/peers":
+                    sent = json.loads(body)
+                    status, out = "201 Created", _hub_record(sent["name"], sent["endpoint"])
+                else:
+                    status, out = "200 OK", {"peers": [_hub_record(n, e) for n, e in peers.items()]}
+                data = json.dumps(out).encode() + b"\n"
+                writer.write(
+                    f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(data)}\r\n\r\n".encode()
+                    + data
+                )
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+
+async def test_the_command_stops_within_ten_seconds_whatever_its_hub_peer_and_callers_do(
+    tmp_path: Path,
+) -> None:
+    async def stalls(turn: Turn) -> None:
+        await turn.chunk("partial")
+        await asyncio.sleep(60)  # mid-stream, never finishing (cancelled at teardown)
+
+    peer = AgentHost("stalled", behavior=stalls)
+    peer_ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    peer_serving = asyncio.create_task(
+        peer.serve(on_ready=peer_ready.set_result, handle_signals=False, grace=0)
+    )
+    seen: list[str] = []
+    hub, hub_url = await _mute_hub({"stalled": await asyncio.wait_for(peer_ready, 10)}, seen)
+    store = tmp_path / "sessions.sqlite3"
+    argv = [sys.executable, "-m", "coreagent_sdk.host", "tests.host_agents:asks_stalled"]
+    argv += ["--port", "0", "--register-to", hub_url, "--token-env", "HOST_TOKEN"]
+    proc = spawn([*argv, "--store", str(store), "--grace", "5"])  # the longest grace there is
+    slow: asyncio.StreamWriter | None = None
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        url = json.loads(await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 20))["url"]
+        async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+            path = await new_session(http)
+            await http.post(f"{path}/inject", json={"message": "status?"}, headers=JSON)
+            for _ in range(500):  # bounded: until the turn waits on the stalled peer
+                if peer.busy():
+                    break
+                await asyncio.sleep(0.02)
+            assert peer.busy()
+            # A caller half-way through sending a body when the stop comes.
+            _, slow = await asyncio.open_connection(*urlsplit_netloc(url))
+            slow.write(
+                f"POST {path}/inject HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                "\r\nContent-Length: 100\r\n\r\n{".encode()
+            )
+            await slow.drain()
+            await asyncio.sleep(0.2)
+            proc.send_signal(signal.SIGTERM)
+            started = time.monotonic()
+            code = await asyncio.wait_for(asyncio.to_thread(proc.wait), 15)
+            took = time.monotonic() - started
+        errors = proc.stderr.read()
+        assert code == 0, errors
+        assert took < 10, f"stopped in {took:.2f} s"
+        assert "DELETE /peers/reg-asks_stalled" in seen  # it tried to leave the hub
+        assert "Traceback" not in errors, errors  # a stop is no crash, whoever was mid-request
+        # The store was closed whole: a restart serves the session's turn as it was cut.
+        again, url = await serve_command_on(store, "tests.host_agents:asks_stalled")
+        try:
+            async with httpx.AsyncClient(base_url=url) as http:
+                listed = (await http.get("/sessions")).json()["sessions"]
+                assert path.rsplit("/", 1)[1] in [s["sessionID"] for s in listed]
+        finally:
+            await stop(again)
+    finally:
+        if slow is not None:
+            slow.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        hub.close()
+        peer.stop()
+        await asyncio.wait_for(peer_serving, 10)
+
+
+def urlsplit_netloc(url: str) -> tuple[str, int]:
+    """("127.0.0.1", port) of an http URL."""
+    host, _, port = url.removeprefix("http://").partition(":")
+    return host, int(port)
+
+
 async def serve_command(store: Path) -> tuple[subprocess.Popen[str], str]:
     """`python -m coreagent_sdk.host ... --store FILE` as a process; (it, its URL)."""
+    return await serve_command_on(store, "tests.host_agents:echo")
+
+
+async def serve_command_on(store: Path, target: str) -> tuple[subprocess.Popen[str], str]:
+    """`python -m coreagent_sdk.host TARGET --store FILE` as a process; (it, its URL)."""
     proc = spawn(
         [
             sys.executable,
             "-m",
             "coreagent_sdk.host",
-            "tests.host_agents:echo",
+            target,
             "--port",
             "0",
             "--store",

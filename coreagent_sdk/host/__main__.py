@@ -137,7 +137,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="seconds before an idle session leaves memory for the store (0: never)",
     )
     parser.add_argument(
-        "--grace", type=float, default=DEFAULT_GRACE, help="seconds running turns get to finish"
+        "--grace",
+        type=float,
+        default=DEFAULT_GRACE,
+        help="seconds running turns get to finish on SIGTERM (at most 5, the default)",
     )
     args = parser.parse_args(argv)
     host = build(args)

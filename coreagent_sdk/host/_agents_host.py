@@ -47,7 +47,9 @@ from ._joining import HostRegistrations
 from ._runtimes import Runtimes
 from ._serve import (
     _CLOSE_TIMEOUT,
+    _MAX_GRACE,
     _POLL,
+    _SHUTDOWN_WAIT,
     _STARTUP_TIMEOUT,
     HUB_TIMEOUT,
     STOP_BUDGET,
@@ -361,10 +363,9 @@ class MultiAgentHost:
 
         from ._limits import uvicorn_options
 
-        limit = STOP_BUDGET - HUB_TIMEOUT - 2 * _CLOSE_TIMEOUT
-        if not 0 <= grace <= limit:
+        if not 0 <= grace <= _MAX_GRACE:
             raise ValueError(
-                f"MultiAgentHost.serve: grace must be between 0 and {limit:g} seconds (the "
+                f"MultiAgentHost.serve: grace must be between 0 and {_MAX_GRACE:g} seconds (the "
                 f"stop takes at most {STOP_BUDGET:g} s in all), got {grace!r}"
             )
         if not self._agents:
@@ -448,7 +449,7 @@ class MultiAgentHost:
             self.close_streams()
             server.should_exit = True
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(serving), 2 * _CLOSE_TIMEOUT + 1)
+                await asyncio.wait_for(asyncio.shield(serving), _SHUTDOWN_WAIT)
             if not serving.done():
                 serving.cancel()
             await self.aclose()

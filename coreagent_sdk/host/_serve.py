@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import socket
 import sys
@@ -39,12 +40,38 @@ __all__ = ["HUB_TIMEOUT", "STOP_BUDGET", "serve"]
 STOP_BUDGET = 10.0  # seconds from the stop signal to serve() returning, at most
 HUB_TIMEOUT = 2.0  # each request to the hub while joining or leaving
 _CLOSE_TIMEOUT = 1.0  # uvicorn's own graceful shutdown, after streams have ended
+_SHUTDOWN_WAIT = 2 * _CLOSE_TIMEOUT + 1  # how long serve() waits for uvicorn to return
+# What is left of the budget for running turns: the hub's DELETE and uvicorn's shutdown
+# each take up to their own bound after it.
+_MAX_GRACE = STOP_BUDGET - HUB_TIMEOUT - _SHUTDOWN_WAIT
 _STARTUP_TIMEOUT = 10.0
 _POLL = 0.02
 
 
+class _CutAtShutdown(logging.Filter):
+    """Drops uvicorn's traceback of a request it cancelled itself at the end of a stop.
+
+    A caller still sending its body when the host stops is cut off after uvicorn's
+    graceful timeout; uvicorn then logs the cancellation as "Exception in ASGI
+    application" with a traceback, as if the host had crashed. Its own line saying it
+    cancelled the tasks stays.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (
+            isinstance(exc, asyncio.CancelledError)
+            and "timeout graceful shutdown exceeded" in str(exc)
+        )
+
+
+_CUT_AT_SHUTDOWN = _CutAtShutdown()
+
+
 def _server_class() -> type:
     import uvicorn
+
+    logging.getLogger("uvicorn.error").addFilter(_CUT_AT_SHUTDOWN)  # once: filters are a set
 
     class _Server(uvicorn.Server):
         @contextlib.contextmanager
@@ -115,11 +142,10 @@ async def serve(
 
     from ._limits import uvicorn_options
 
-    if not 0 <= grace <= STOP_BUDGET - HUB_TIMEOUT - 2 * _CLOSE_TIMEOUT:
+    if not 0 <= grace <= _MAX_GRACE:
         raise ValueError(
-            f"AgentHost.serve: grace must be between 0 and "
-            f"{STOP_BUDGET - HUB_TIMEOUT - 2 * _CLOSE_TIMEOUT:g} seconds (the stop takes at "
-            f"most {STOP_BUDGET:g} s in all), got {grace!r}"
+            f"AgentHost.serve: grace must be between 0 and {_MAX_GRACE:g} seconds (the stop "
+            f"takes at most {STOP_BUDGET:g} s in all), got {grace!r}"
         )
     await host_app.open()  # a store that cannot be read fails here, before listening
     sock = _listen(host, port)
@@ -169,7 +195,7 @@ async def serve(
         host_app.close_streams()
         server.should_exit = True
         with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
-            await asyncio.wait_for(asyncio.shield(serving), 2 * _CLOSE_TIMEOUT + 1)
+            await asyncio.wait_for(asyncio.shield(serving), _SHUTDOWN_WAIT)
         if not serving.done():
             serving.cancel()
         await host_app.aclose()
