@@ -17,7 +17,14 @@ import httpx
 import pytest
 
 from coreagent_sdk import ASGITransport, FakeClock
-from coreagent_sdk.host import INBOX_CAP, AgentHost, Identity, SessionRateLimit, Turn
+from coreagent_sdk.host import (
+    INBOX_CAP,
+    AgentHost,
+    Identity,
+    PeerRegistry,
+    SessionRateLimit,
+    Turn,
+)
 
 JSON = {"Content-Type": "application/json"}
 FRAME = re.compile(rb"event: ([a-z-]+)\ndata: ([^\n]+)\n\n")
@@ -576,3 +583,67 @@ async def test_an_inbox_past_the_daemons_cap_drops_its_oldest_message(
     assert [i for s, i in states if s == "queued"] == answered  # every inject was queued
     dequeued = [i for s, i in states if s == "dequeued"]
     assert dequeued == answered[:1] + answered[1:][-INBOX_CAP:]  # the dropped one never was
+
+
+# --- the hub registry --------------------------------------------------------------------
+
+
+ENDPOINT_INVALID = "attach: peer Endpoint must be an absolute http or https URL with a host: "
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ({"endpoint": "http://a:1"}, "attach: peer Name is required\n"),
+        ({"name": "", "endpoint": "http://a:1"}, "attach: peer Name is required\n"),
+        ({"name": "a"}, "attach: peer Endpoint is required\n"),
+        ({"name": "a", "endpoint": ""}, "attach: peer Endpoint is required\n"),
+        ({"name": "a", "endpoint": "ftp://a:1"}, ENDPOINT_INVALID + '"ftp://a:1": '),
+        ({"name": "a", "endpoint": "http://"}, ENDPOINT_INVALID + '"http://": '),
+        ({"name": "a", "endpoint": "ftp://u:pw@a:1"}, ENDPOINT_INVALID + '"ftp://u:***@a:1": '),
+    ],
+)
+async def test_a_registration_is_refused_400_in_the_daemons_words(
+    body: dict[str, Any], said: str
+) -> None:
+    """Pins `pkg/attach/peers_handlers.go` `registerPeer` (a refused registration is 400 with
+    the error's text) and `pkg/attach/peers.go` `RegisterOwned` / `validatePeerEndpoint`
+    (`ErrPeerNameRequired`, `ErrPeerEndpointRequired`, `ErrPeerEndpointInvalid` and the
+    endpoint `%q`; the host masks a userinfo password in it and says what is wrong)."""
+    hub = AgentHost("hub", registry=PeerRegistry(), session_rate_limit=None)
+    async with client(hub) as http:
+        answer = await http.post("/peers", headers=JSON, json=body)
+        assert answer.status_code == 400
+        assert answer.text.startswith(said), answer.text
+        assert "pw" not in answer.text
+        assert (await http.get("/peers")).json() == {"peers": []}
+
+
+async def test_only_an_owner_or_an_admin_deregisters_and_an_unknown_id_is_204() -> None:
+    """Pins `pkg/attach/peers_handlers.go` `deregisterPeer` with `canManage` (an admin or the
+    owner; anyone else is 403 in the daemon's words, and the registration stays) and an
+    unknown id answered 204 (`Lookup` misses: nothing to do)."""
+    hub = AgentHost("hub", registry=PeerRegistry(), tokens=TOKENS, session_rate_limit=None)
+    async with client(hub) as http:
+        rids = []
+        for _ in range(2):
+            made = await http.post(
+                "/peers", headers=bearer("tok-bob"), json={"name": "b", "endpoint": "http://b:1"}
+            )
+            rids.append(made.json()["registration_id"])
+        refused = await http.delete(f"/peers/{rids[1]}", headers=bearer("tok-alice"))
+        assert refused.status_code == 403
+        assert refused.text == (
+            "forbidden: peer registrations may only be deregistered by their owner or an admin\n"
+        )
+        assert [
+            p["name"]
+            for p in (await http.get("/peers", headers=bearer("tok-alice"))).json()["peers"]
+        ] == ["b"]
+        assert (
+            await http.delete(f"/peers/{rids[1]}", headers=bearer("tok-root"))
+        ).status_code == 204
+        assert (await http.get("/peers", headers=bearer("tok-alice"))).json() == {"peers": []}
+        for rid in (rids[0], rids[1], "reg-unknown"):  # replaced, deleted, never made
+            gone = await http.delete(f"/peers/{rid}", headers=bearer("tok-alice"))
+            assert gone.status_code == 204

@@ -1483,7 +1483,10 @@ class AgentHost:
     async def _deregister(self, request: Request) -> Response:
         assert self.registry is not None  # the /peers routes exist on hubs only
         if not self.registry.deregister(request.path_params["rid"], self._caller(request)):
-            return _text(403, "only the owner or an admin may deregister this peer")
+            return _text(
+                403,
+                "forbidden: peer registrations may only be deregistered by their owner or an admin",
+            )
         return Response(status_code=204)
 
     # --- lifecycle --------------------------------------------------------

@@ -12,6 +12,8 @@ import attrs
 
 from coreagent_sdk import Clock, SystemClock, endpoint_problem
 
+from .._endpoint import shown_url
+from .._quote import go_quote
 from ._gowire import go_json
 
 __all__ = [
@@ -222,13 +224,18 @@ class PeerRegistry:
         owner: str | None = None,
     ) -> _Entry:
         """Register (or replace, with a new id) `name`; RegistryError for a bad request."""
+        # In the daemon's words (`pkg/attach/peers.go` `RegisterOwned`, `validatePeerEndpoint`);
+        # a blank name is refused too (differences.md: no caller could name it).
         if not isinstance(name, str) or not name.strip():
-            raise RegistryError("peers: name is required")
+            raise RegistryError("attach: peer Name is required")
         if not isinstance(endpoint, str) or not endpoint:
-            raise RegistryError("peers: endpoint is required")
+            raise RegistryError("attach: peer Endpoint is required")
         problem = endpoint_problem(endpoint)
         if problem is not None:
-            raise RegistryError(f"peers: endpoint {endpoint!r} is refused: {problem}")
+            raise RegistryError(
+                "attach: peer Endpoint must be an absolute http or https URL with a host: "
+                f"{go_quote(shown_url(endpoint))}: {problem}"
+            )
         if labels is None:
             labels = {}
         if not isinstance(labels, Mapping) or not all(
