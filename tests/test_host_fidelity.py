@@ -647,3 +647,23 @@ async def test_only_an_owner_or_an_admin_deregisters_and_an_unknown_id_is_204() 
         for rid in (rids[0], rids[1], "reg-unknown"):  # replaced, deleted, never made
             gone = await http.delete(f"/peers/{rid}", headers=bearer("tok-alice"))
             assert gone.status_code == 204
+
+
+@pytest.mark.parametrize(
+    ("token", "said"),
+    [
+        (None, '{"identity":"anon","source":"anonymous"}\n'),
+        ("tok-alice", '{"identity":"alice","source":"bearer"}\n'),
+        ("tok-root", '{"identity":"root","admin":true,"source":"bearer"}\n'),
+    ],
+)
+async def test_whoami_leaves_admin_out_for_a_caller_who_is_not_one(
+    token: str | None, said: str
+) -> None:
+    """Pins `pkg/attach/handlers_whoami.go` `doWhoAmI` (`whoAmIResponse`: `admin` is
+    `omitempty`, in field order identity, admin, source) on an open host and a protected one."""
+    host = AgentHost("agent", tokens=TOKENS if token else None, session_rate_limit=None)
+    async with client(host) as http:
+        answer = await http.get("/whoami", headers=bearer(token) if token else {})
+        assert answer.status_code == 200
+        assert answer.text == said

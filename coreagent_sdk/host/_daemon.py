@@ -1392,7 +1392,12 @@ class AgentHost:
         who = self.identify(request) or ANONYMOUS
         if who is ANONYMOUS:
             return json_response({"identity": "anon", "source": "anonymous"})
-        return json_response({"identity": who.name, "admin": who.admin, "source": "bearer"})
+        # `whoAmIResponse.Admin` is omitempty: a caller who is not an admin has no "admin" key.
+        answer: dict[str, Any] = {"identity": who.name}
+        if who.admin:
+            answer["admin"] = True
+        answer["source"] = "bearer"
+        return json_response(answer)
 
     # --- peers (hub only) -------------------------------------------------
 
