@@ -269,8 +269,10 @@ async def test_the_host_never_logs_a_token(caplog: pytest.LogCaptureFixture) -> 
     ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(host.serve(on_ready=ready.set_result, handle_signals=False))
     url = await asyncio.wait_for(ready, 10)
-    server_log = logging.getLogger("uvicorn.error")  # uvicorn's loggers do not propagate
-    server_log.addHandler(caplog.handler)
+    # uvicorn's loggers do not propagate: its error log, and its access log were it on.
+    server_logs = [logging.getLogger(name) for name in ("uvicorn.error", "uvicorn.access")]
+    for server_log in server_logs:
+        server_log.addHandler(caplog.handler)
     try:
         async with httpx.AsyncClient(base_url=url) as http:
             answers: list[Any] = [
@@ -281,8 +283,13 @@ async def test_the_host_never_logs_a_token(caplog: pytest.LogCaptureFixture) -> 
                     headers={**JSON, "Authorization": "Bearer tok-real"},
                     json={"message": TOKEN},
                 ),
+                await http.get(
+                    "/sessions",
+                    params={"token": TOKEN, "access_token": "tok-real"},
+                    headers={"Authorization": "Bearer tok-real"},
+                ),
             ]
-        assert [a.status_code for a in answers] == [401, 401, 404]
+        assert [a.status_code for a in answers] == [401, 401, 404, 200]
         assert all(TOKEN not in a.text for a in answers)
         # A request uvicorn cannot parse is logged: the token in it must not be.
         hostport = url.removeprefix("http://").split(":")
@@ -294,7 +301,8 @@ async def test_the_host_never_logs_a_token(caplog: pytest.LogCaptureFixture) -> 
     finally:
         host.stop()
         await asyncio.wait_for(task, 10)
-        server_log.removeHandler(caplog.handler)
+        for server_log in server_logs:
+            server_log.removeHandler(caplog.handler)
     # The host's own logs (uvicorn's, the SDK's); the test's httpx client logs its own URLs.
     logged = [
         r.getMessage() + str(r.exc_info or "")
@@ -717,3 +725,80 @@ async def test_a_multi_agent_host_meets_hostile_clients_on_one_agent_and_answers
     assert answers[1].startswith(b"HTTP/1.0 431 Request Header Fields Too Large\r\n")
     assert still_held == 20  # the bystander answered while the target's port was held
     assert closed == [b""] * 20  # and the target closed them at the header timeout
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+async def test_an_inject_body_of_exactly_the_cap_is_taken_and_one_byte_more_is_refused(
+    served: Served, framing: str
+) -> None:
+    """Pins `readJSON`'s `http.MaxBytesReader` at the limit on the wire, however the body
+    is framed: 8,192 bytes are read, 8,193 are a 400 (the SDK's own caller never sends them,
+    so only a raw client finds this edge)."""
+
+    def inject(size: int) -> bytes:
+        body = b'{"message": "' + b"x" * (size - len(b'{"message": ""}')) + b'"}'
+        assert len(body) == size
+        head = b"POST /sessions/default/inject HTTP/1.1\r\nHost: x\r\n"
+        head += b"Content-Type: application/json\r\n"
+        if framing == "chunked":
+            halves = [body[: size // 2], body[size // 2 :]]  # two chunks: counted across them
+            chunks = b"".join(b"%x\r\n%s\r\n" % (len(h), h) for h in halves)
+            return head + b"Transfer-Encoding: chunked\r\n\r\n" + chunks + b"0\r\n\r\n"
+        return head + b"Content-Length: %d\r\n\r\n" % size + body
+
+    at_limit = await raw(served, inject(MAX_INJECT_BYTES))
+    past = await raw(served, inject(MAX_INJECT_BYTES + 1))
+    assert MAX_INJECT_BYTES == 8192
+    assert at_limit.startswith(b"HTTP/1.1 200 "), at_limit[:200]
+    assert past.startswith(b"HTTP/1.1 400 ")
+    assert past.endswith(b"\r\n\r\nrequest body too large (max 8192 bytes)\n")
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "answer", "answers"),
+    [
+        # Both framings: Transfer-Encoding wins, as net/http's fixLength lets it (and drops
+        # Content-Length): the chunked body is read whole, and the request after it is one.
+        (
+            b"POST /sessions/default/inject HTTP/1.1\r\nHost: x\r\nContent-Type: "
+            b"application/json\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b'5\r\n{"mes\r\n0\r\n\r\n',
+            b"malformed JSON: ",
+            2,
+        ),
+        # Two lengths that disagree: net/http's fixLength refuses them, and the connection.
+        (
+            b"POST /sessions/default/inject HTTP/1.1\r\nHost: x\r\nContent-Type: "
+            b"application/json\r\nContent-Length: 2\r\nContent-Length: 6\r\n\r\n{}    ",
+            b"Invalid HTTP request received.",
+            1,
+        ),
+        # Two Hosts, or none in HTTP/1.1: net/http's readRequest refuses both.
+        (b"GET /sessions HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", b"Invalid HTTP request", 1),
+        (b"GET /sessions HTTP/1.1\r\n\r\n", b"Invalid HTTP request received.", 1),
+    ],
+    ids=["te-and-cl", "two-lengths", "two-hosts", "no-host"],
+)
+async def test_conflicting_framing_and_host_headers_are_400_and_never_smuggle(
+    served: Served, request_bytes: bytes, answer: bytes, answers: int
+) -> None:
+    """Each is refused or read one way only, as net/http reads it; the host goes on."""
+    whoami = b"GET /whoami HTTP/1.1\r\nHost: x\r\n\r\n"
+    got = b""
+    host, port = served.hostport.split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(request_bytes + whoami)
+        for _ in range(100):  # bounded: until the host closes or both are answered
+            more = await asyncio.wait_for(reader.read(65536), 5)
+            got += more
+            if not more or (got.count(b"HTTP/1.1 ") == 2 and got.endswith(b"}\n")):
+                break
+    finally:
+        writer.close()
+    assert got.startswith(b"HTTP/1.1 400 "), got[:200]
+    assert answer in got
+    assert got.count(b"HTTP/1.1 ") == answers, got
+    if answers == 2:  # the request after the body was read as itself, not as body
+        assert got.endswith(b'{"identity":"anon","source":"anonymous"}\n')
+    assert await served.answers() == "still there?"
