@@ -589,3 +589,25 @@ async def test_a_store_that_cannot_be_listed_still_lists_the_sessions_in_memory(
             db.commit()
         assert await listing(http) == {"default": "active", sid_of(kept): "active"}
     await host.aclose()
+
+
+async def test_a_draining_host_answers_503_before_it_looks_a_session_up() -> None:
+    """Pins `pkg/attach/handlers.go` `routeSessionDrainGated` (`rejectDraining` before the
+    lookup on inject and wake): an unknown session is 503, not 404, and an evicted one is
+    not resumed for an answer that refuses it; reads still resume it."""
+    clock = FakeClock()
+    host = make(clock)
+    async with client(host) as http:
+        path = await new_session(http)
+        await clock.until_sleeping()
+        await advance(clock, 2 * IDLE)
+        host.draining = True
+        for url in (f"{path}/inject", f"{path}/wake", "/sessions/core-agent/s-missing/inject"):
+            refused = await http.post(url, headers=JSON, json={"message": "late"})
+            assert refused.status_code == 503, (url, refused.text)
+            assert refused.headers["retry-after"] == "5"
+        assert sid_of(path) not in host.sessions  # nothing was resumed to be refused
+        async with http.stream("GET", f"{path}/events") as reading:
+            assert reading.status_code == 200
+        assert sid_of(path) in host.sessions
+    await host.aclose()

@@ -1324,6 +1324,12 @@ class AgentHost:
         return json_response({"sessions": rows})
 
     async def _inject(self, request: Request) -> Response:
+        # A draining host refuses first, as `routeSessionDrainGated` does: no lookup, so no
+        # resume of an evicted session the answer would throw away (and again below, as
+        # `doInject` checks once more after the body).
+        draining = self._rejects_draining()
+        if draining is not None:
+            return draining
         # The session is looked up before the body is read, as on a daemon.
         session = await self.lookup_session(request, "write")
         if session is None:
@@ -1351,6 +1357,9 @@ class AgentHost:
         )
 
     async def _wake(self, request: Request) -> Response:
+        draining = self._rejects_draining()  # first, as `routeSessionDrainGated`
+        if draining is not None:
+            return draining
         session = await self.lookup_session(request, "write")
         if session is None:
             return _text(404, "session not found")
