@@ -667,3 +667,54 @@ async def test_whoami_leaves_admin_out_for_a_caller_who_is_not_one(
         answer = await http.get("/whoami", headers=bearer(token) if token else {})
         assert answer.status_code == 200
         assert answer.text == said
+
+
+async def test_a_new_stream_gets_the_boot_snapshots_then_only_the_event_logs_frames(
+    http: httpx.AsyncClient,
+) -> None:
+    """Pins `pkg/attach/broadcaster.go` `deliverBootFrames` (capabilities, the status snapshot
+    of `statusSnapshot`, the usage snapshot of `usageSnapshot` with no `last_turn`), then
+    `replayThenTail` (the log's entries only): a finished turn's typed frames (`inbox`,
+    `status-update` streaming, `turn-complete`, `usage-update` with `last_turn`) went out
+    live through `sendTyped` and are not replayed."""
+    path = await new_session(http)
+    logged = seqs(await one_turn(http, path))
+    got = await frames(http, f"{path}/events", lambda e, p: e == "agent" and p["seq"] == logged[-1])
+    assert [e for e, _ in got] == [
+        "capabilities",
+        "status-update",
+        "usage-update",
+        "agent",
+        "agent",
+    ]
+    assert got[1][1] == {"model": "sim-model", "turn_state": "idle"}
+    assert "last_turn" not in got[2][1] and got[2][1]["turns_total"] == 1
+    assert seqs(got) == logged
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({"X-Attach-Token": "tok-alice"}, 201),
+        ({"Authorization": "Bearer tok-alice"}, 201),
+        ({"Authorization": "Bearer   tok-alice  "}, 201),  # TrimSpace after the prefix
+        ({"X-Attach-Token": "tok-alice", "Authorization": "Bearer wrong"}, 201),
+        ({"X-Attach-Token": "wrong", "Authorization": "Bearer tok-alice"}, 401),
+        ({"Authorization": "Basic tok-alice"}, 401),
+        ({"Authorization": "Bearer"}, 401),
+        ({"Authorization": "tok-alice"}, 401),
+        ({}, 401),
+    ],
+)
+async def test_the_token_is_read_from_x_attach_token_first_then_the_bearer_header(
+    headers: dict[str, str], status: int
+) -> None:
+    """Pins `pkg/auth/authenticator.go` `extractToken` (a non-empty `X-Attach-Token` decides
+    alone, else `Authorization: Bearer <token>` trimmed) with `BearerTokenAuth.Authenticate`
+    (an unknown or missing token is 401)."""
+    host = AgentHost("agent", tokens=TOKENS, session_rate_limit=None)
+    async with client(host) as http:
+        answer = await http.post("/sessions", headers={**JSON, **headers})
+        assert answer.status_code == status, answer.text
+        if status == 201:
+            assert answer.json()["user"] == "alice"
