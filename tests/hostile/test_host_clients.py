@@ -231,8 +231,26 @@ async def test_since_zero_storms_replay_the_newest_5000_uncopied_while_others_ar
         ("+1", 400),
         (" ", 200),  # blank: no version declared
         ("1.2.3\x00", 200),  # the major is 1; the rest is not read
+        ("0" * 40 + "1", 200),  # Atoi reads leading zeros: the major is 1
+        ("0" * 40 + "9223372036854775808", 400),  # and past int64 is past it, zeros or not
+        ("\xa01\u3000", 200),  # Unicode spaces, trimmed by strings.TrimSpace
+        ("\x1c1", 400),  # a separator Python's strip() trims, and TrimSpace does not
+        ("\x1f", 400),  # nor on its own: declared, and no integer
     ],
-    ids=["no-digit", "arabic-digit", "huge", "negative", "plus", "blank", "nul"],
+    ids=[
+        "no-digit",
+        "arabic-digit",
+        "huge",
+        "negative",
+        "plus",
+        "blank",
+        "nul",
+        "leading-zeros",
+        "zeros-past-int64",
+        "unicode-spaces",
+        "separator-before",
+        "separator-alone",
+    ],
 )
 async def test_malformed_protocol_versions_are_refused_in_words(
     served: Served, version: str, status: int
@@ -246,6 +264,21 @@ async def test_malformed_protocol_versions_are_refused_in_words(
             if status == 400:
                 assert (await answer.aread()).startswith(b"malformed protocol version ")
     assert await served.answers() == "still there?"
+
+
+async def test_the_first_of_two_declared_versions_is_the_one_negotiated(served: Served) -> None:
+    """Pins `protocol.go` `clientProtocolVersion` (`URL.Query().Get`: the first value) against
+    a client that repeats `?protocol=`: Starlette's `query_params.get` took the last."""
+    async with httpx.AsyncClient(base_url=served.url) as http:
+        path = "/sessions/core-agent/default/events"
+        for declared, status in ((["9", "1"], 409), (["1", "9"], 200)):
+            params = [("protocol", v) for v in declared]
+            async with http.stream("GET", path, params=params) as answer:
+                assert answer.status_code == status, declared
+                if status == 409:
+                    assert (await answer.aread()).startswith(
+                        b'protocol version mismatch: client speaks "9" (major 9)'
+                    )
 
 
 async def test_malformed_requests_get_an_answer_and_the_host_stays_up(served: Served) -> None:
