@@ -1,12 +1,14 @@
 """The simulated hub's registry follows core-agent's: integer leases, 5 s pruning, `reg-` ids,
 redaction by omission, label filters, and re-registration (with an opt-in owner check).
 
-Pins core-agent `pkg/attach/peers_handlers.go` (`registerPeer`, `listPeers`,
-`parseLabelFilters`) and `pkg/attach/registry.go` (`RegisterOwned`, the prune ticker).
+Pins core-agent `pkg/attach/peers_handlers.go` (`registerPeer`, `listPeers`, `heartbeatPeer`,
+`parseLabelFilters`) and `pkg/attach/peers.go` (`RegisterOwned`, `newRegistrationID`, `Heartbeat`,
+`pruneLoop` ticking `Prune` every `pruneTick`, 5 s).
 """
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 import httpx
@@ -81,16 +83,23 @@ async def test_a_lease_of_zero_or_less_is_the_default_and_a_long_one_is_clamped(
     assert lease(record) == expected
 
 
-async def test_registration_ids_start_reg(hub) -> None:
+async def test_registration_ids_are_reg_and_16_hex_digits(hub) -> None:
+    """Pins `pkg/attach/peers.go` `newRegistrationID`: "reg-" and 8 random bytes in hex."""
     url, http, _ = hub
-    record = (
-        await http.post(url, headers=JSON, json={"name": "p", "endpoint": "http://p:1"})
-    ).json()
-    assert record["registration_id"].startswith("reg-")
+    ids = set()
+    for _ in range(3):
+        record = (
+            await http.post(url, headers=JSON, json={"name": "p", "endpoint": "http://p:1"})
+        ).json()
+        assert re.fullmatch(r"reg-[0-9a-f]{16}", record["registration_id"]), record
+        ids.add(record["registration_id"])
+    assert len(ids) == 3  # a re-registration gets a new id
 
 
 async def test_a_lapsed_lease_lives_until_the_next_5_second_prune_tick(hub) -> None:
-    """A heartbeat just after expiry is 200 on a daemon; after the tick it is 404."""
+    """Pins `pkg/attach/peers.go` `pruneLoop` (a `Prune` every 5 s from the registry's start)
+    and `heartbeatPeer`: a heartbeat just after expiry is 200 on a daemon (`Heartbeat` finds the
+    lapsed entry until the tick removes it); after the tick it is 404 (`ErrPeerNotFound`)."""
     url, http, clock = hub
     clock.advance(1)  # the hub's ticker runs at 5, 10, 15 ... seconds from its start
     body = {"name": "p", "endpoint": "http://p:1", "heartbeat_ttl_sec": 10}
