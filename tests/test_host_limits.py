@@ -122,3 +122,24 @@ async def test_bind_a_kept_alive_connection_waits_idle_then_times_its_next_heade
         assert await asyncio.wait_for(reader.read(-1), 10) == b""
     finally:
         writer.close()
+
+
+async def test_bind_each_request_on_a_kept_alive_connection_has_its_own_header_budget(
+    port: int,
+) -> None:
+    """net/http limits each request's headers (`conn.readRequest` resets the limit per
+    request), so two requests of 700 KB headers on one connection are both served; here
+    the first one's blank line also arrives split across reads (`\\r\\n\\r` then `\\n`)."""
+    keep = request(700_000).replace(b"Connection: close\r\n", b"")
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    answers = []
+    try:
+        for _ in range(2):
+            for part in (keep[:-1], keep[-1:]):  # the last byte in a read of its own
+                writer.write(part)
+                await writer.drain()
+                await asyncio.sleep(0.05)
+            answers.append(await asyncio.wait_for(reader.readuntil(b"}\n"), 10))
+    finally:
+        writer.close()
+    assert [a[:13] for a in answers] == [b"HTTP/1.1 200 "] * 2, [a[:60] for a in answers]
