@@ -147,6 +147,25 @@ async def test_since_is_read_as_strconv_parseint_reads_it(
     assert replayed_seqs == want
 
 
+async def test_a_repeated_since_is_read_from_its_first_value(http: httpx.AsyncClient) -> None:
+    """Pins `pkg/attach/handlers.go` `streamEvents`: `r.URL.Query().Get("since")`, the
+    first value of a repeated parameter (a host that read the last replayed nothing)."""
+    path = await new_session(http)
+    logged = seqs(await one_turn(http, path))
+
+    async def inject() -> None:
+        answer = await http.post(f"{path}/inject", headers=JSON, json={"message": "again"})
+        assert answer.status_code == 200, answer.text
+
+    for first, last, want in (
+        ("0", "9223372036854775807", logged),
+        ("9223372036854775807", "0", []),
+    ):
+        url = str(httpx.URL(f"{path}/events", params=[("since", first), ("since", last)]))
+        replayed, _ = split_at_turn(await frames(http, url, usage_after_turn, after=inject))
+        assert replayed == want, (first, last)
+
+
 async def test_seqs_come_from_one_counter_across_the_hosts_sessions(
     http: httpx.AsyncClient,
 ) -> None:

@@ -519,7 +519,9 @@ class _EventsEndpoint:
         if refused is not None:
             await refused(scope, receive, send)
             return
-        since = parse_since(request.query_params.get("since"))
+        # url.Values.Get: the first of a repeated parameter (Starlette's get keeps the last).
+        given = request.query_params.getlist("since")
+        since = parse_since(given[0] if given else None)
         subscriber = session.subscribe()
         queue = subscriber.queue
         watcher = asyncio.get_running_loop().create_task(self._watch_disconnect(receive, queue))
