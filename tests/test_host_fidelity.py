@@ -11,6 +11,7 @@ import asyncio
 import json
 import re
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -737,3 +738,115 @@ async def test_the_token_is_read_from_x_attach_token_first_then_the_bearer_heade
         assert answer.status_code == status, answer.text
         if status == 201:
             assert answer.json()["user"] == "alice"
+
+
+# --- session listing and the shortcut form -----------------------------------------------
+
+
+async def test_a_caller_lists_only_the_sessions_it_may_read() -> None:
+    """Pins `pkg/attach/registry.go` `SessionRegistry.ListAuthorized` (what `listSessions`
+    lists with per-caller auth): each session the caller may read (`Authorize`,
+    `ActionSessionRead`), an admin sees every one, the startup session included."""
+    async with client(AgentHost("agent", tokens=TOKENS, session_rate_limit=None)) as http:
+        alices = await new_session(http, bearer("tok-alice"))
+        shared = await http.post(
+            "/sessions", headers=bearer("tok-bob"), json={"viewers": ["carol"]}
+        )
+        bobs = f"/sessions/{shared.json()['app']}/{shared.json()['sessionID']}"
+
+        async def listed(token: str) -> list[str]:
+            answer = await http.get("/sessions", headers=bearer(token))
+            assert answer.status_code == 200, answer.text
+            rows = answer.json()["sessions"]
+            return sorted(f"/sessions/{r['app']}/{r['sessionID']}" for r in rows)
+
+        assert await listed("tok-alice") == [alices]
+        assert await listed("tok-bob") == [bobs]
+        assert await listed("tok-carol") == [bobs]  # a viewer reads
+        assert await listed("tok-root") == sorted([alices, bobs, "/sessions/core-agent/default"])
+
+
+async def test_the_shortcut_form_resumes_a_stored_session_for_a_caller_who_may_read_it(
+    tmp_path: Path,
+) -> None:
+    """Pins `pkg/attach/handlers.go` `lookupShortcutAuth` with `registry.go`
+    `SessionRegistry.LookupSingle` (`lookupSingleGated`): `/sessions/{sid}` finds a session by
+    its id alone; on a miss the stored row is gated first (a caller who may not read it gets
+    the 404 of a miss and causes no resume), then the session is resumed."""
+    store = tmp_path / "sessions.sqlite3"
+    first = AgentHost("agent", tokens=TOKENS, store=store, session_rate_limit=None)
+    async with client(first) as http:
+        qualified = await new_session(http, bearer("tok-alice"))
+        sid = qualified.rsplit("/", 1)[1]
+        live = await http.post(
+            f"/sessions/{sid}/inject", headers=bearer("tok-alice"), json={"message": "a"}
+        )
+        assert live.status_code == 200 and live.json()["session"] == sid
+    await first.aclose()
+    again = AgentHost("agent", tokens=TOKENS, store=store, session_rate_limit=None)
+    async with client(again) as http:
+        denied = await http.post(
+            f"/sessions/{sid}/inject", headers=bearer("tok-bob"), json={"message": "b"}
+        )
+        assert (denied.status_code, denied.text) == (404, "session not found\n")
+        assert sid not in again.sessions  # the gate ran before any resume
+        resumed = await http.post(
+            f"/sessions/{sid}/inject", headers=bearer("tok-alice"), json={"message": "c"}
+        )
+        assert resumed.status_code == 200, resumed.text
+        assert sid in again.sessions
+        deleted = await http.delete(f"/sessions/{sid}", headers=bearer("tok-alice"))
+        assert deleted.status_code == 204
+        gone = await http.post(
+            f"/sessions/{sid}/inject", headers=bearer("tok-alice"), json={"message": "d"}
+        )
+        assert gone.status_code == 404
+    await again.aclose()
+
+
+async def test_the_shortcut_form_resumes_only_sessions_of_the_hosts_own_app(
+    tmp_path: Path,
+) -> None:
+    """Pins `SessionRegistry.LookupSingle`'s resume under one fixed app (`resumerDefaultApp`,
+    the daemon's app): a shortcut miss resumes a stored session of the host's `app_name`
+    only; one stored under another app is resumed by its qualified form alone (`Lookup`).
+    Go's fixed app is "core-agent"; the host's is its own `app_name` (docs/differences.md)."""
+    store = tmp_path / "sessions.sqlite3"
+    old = AgentHost("agent", app_name="old", store=store, session_rate_limit=None)
+    async with client(old) as http:
+        theirs = await new_session(http)
+    await old.aclose()
+    new = AgentHost("agent", app_name="new", store=store, session_rate_limit=None)
+    async with client(new) as http:
+        ours = await new_session(http)
+    await new.aclose()
+    again = AgentHost("agent", app_name="new", store=store, session_rate_limit=None)
+    inject = {"message": "hi"}
+    async with client(again) as http:
+        their_sid, our_sid = theirs.rsplit("/", 1)[1], ours.rsplit("/", 1)[1]
+        missed = await http.post(f"/sessions/{their_sid}/inject", headers=JSON, json=inject)
+        assert (missed.status_code, missed.text) == (404, "session not found\n")
+        assert their_sid not in again.sessions
+        resumed = await http.post(f"/sessions/{our_sid}/inject", headers=JSON, json=inject)
+        assert resumed.status_code == 200, resumed.text
+        assert (await http.post(f"{theirs}/inject", headers=JSON, json=inject)).status_code == 200
+        assert theirs.startswith("/sessions/old/")
+        # Once in memory, the shortcut finds it by id whatever its app, as LookupSingle does.
+        found = await http.post(f"/sessions/{their_sid}/inject", headers=JSON, json=inject)
+        assert found.status_code == 200
+    await again.aclose()
+
+
+# --- the card's skills and security --------------------------------------------------------
+
+
+async def test_the_cards_skills_are_the_agents_named_skills_sorted_by_id() -> None:
+    """Pins `pkg/attach/agentcard.go` `registrySkills` (a skill without a name is left out;
+    id and name are the skill's name, tagged `skill`) and `mergeSkills` (sorted by id as
+    `sort.Strings` sorts: bytes, so capitals first; no `examples` when there are none)."""
+    skills = {"b": "Bee", "é": "Accented", "B": "Capital", "a": "Ay", "": "Nameless"}
+    async with client(AgentHost("agent", description="Answers", skills=skills)) as http:
+        card = (await http.get("/.well-known/agent-card.json")).json()
+    assert [s["id"] for s in card["skills"]] == ["B", "a", "b", "é"]
+    first = {"id": "B", "name": "B", "description": "Capital", "tags": ["skill"]}
+    assert card["skills"][0] == first

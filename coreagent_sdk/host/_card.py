@@ -57,9 +57,12 @@ def build_card(
         card["security"] = [{"bearer": []}]
     card["defaultInputModes"] = ["text/plain"]
     card["defaultOutputModes"] = ["text/plain"]
+    # `registrySkills` leaves a nameless skill out; `mergeSkills` sorts by id as Go's
+    # sort.Strings does (UTF-8 bytes, which is code point order: Python's str order).
     card["skills"] = [
         {"id": skill, "name": skill, "description": skills[skill], "tags": ["skill"]}
         for skill in sorted(skills)
+        if skill
     ]
     return card
 

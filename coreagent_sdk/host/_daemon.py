@@ -1052,8 +1052,10 @@ class AgentHost:
     async def lookup_session(self, request: Request, action: str = "read") -> _Session | None:
         """The session the path names, resumed from the store if it was evicted (else None: 404).
 
-        Pins core-agent `pkg/attach/registry.go` `lookupGated` and
-        `resumeAndRegister`: a memory hit is touched; on a miss the stored
+        Pins core-agent `pkg/attach/registry.go` `lookupGated` / `LookupSingle` and
+        `resumeAndRegister`: a memory hit is touched (the shortcut form finds it by
+        id alone, whatever its app; a shortcut miss resumes only a session of the
+        host's `app_name`, as Go's resumes under its one app); on a miss the stored
         row is checked against the caller first (a caller who may not read
         it learns nothing and costs no resume), concurrent misses share one
         resume, and the session comes back with its owner, viewers,
@@ -1066,8 +1068,10 @@ class AgentHost:
             row = await self.store.get(sid)
         except _STORE_ERRORS as exc:
             raise _unreadable(self.name, sid, exc) from exc
-        app = request.path_params.get("app")
-        if row is None or (app is not None and app != row.app):
+        # The shortcut form names no app: it resumes a session of the host's own app only,
+        # as `LookupSingle` resumes under the daemon's one app (`resumerDefaultApp`).
+        app = request.path_params.get("app", self.app_name)
+        if row is None or app != row.app:
             return None
         who = self.identify(request)
         if not self.visible(row, who, "read"):  # the resume gate reads, as `resumeGateFor`
