@@ -157,7 +157,7 @@ class ASGITransport(httpx.AsyncBaseTransport):
                 if not message.get("more_body", False):
                     queue.put(_DONE)
                     disconnected.set()
-                else:
+                elif queue.unread > _HIGH_WATER:  # checked here: most writes never wait
                     await queue.drain()
 
         async def run() -> None:
