@@ -57,3 +57,10 @@ async def asks_stalled(turn: Turn) -> None:
     """Ask the peer "stalled" (which never finishes its turn), then answer what came back."""
     answer = await turn.call_peer("stalled", turn.prompt)
     await turn.say(f"stalled said: {answer}")
+
+
+async def narrates_then_waits(turn: Turn) -> None:
+    """Narrate at once, then take 30 s to answer (a turn a process is killed in)."""
+    await turn.narrate(f"working on {turn.prompt}")
+    await asyncio.sleep(30)
+    await turn.say("done")

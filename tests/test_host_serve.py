@@ -419,6 +419,50 @@ async def test_the_command_stops_within_ten_seconds_whatever_its_hub_peer_and_ca
         await asyncio.wait_for(peer_serving, 10)
 
 
+async def test_a_host_killed_mid_turn_never_numbers_new_events_with_seqs_it_already_sent(
+    tmp_path: Path,
+) -> None:
+    # The daemon's event log writes each event with its seq as it is appended
+    # (eventlog.Stream.Append), so no seq a client was sent is ever given again. A host
+    # writes events after the turn; killed mid-turn, it loses them, and must not hand
+    # their seqs to the next events (a client resuming with since= would skip those).
+    store = tmp_path / "sessions.sqlite3"
+    proc, url = await serve_command_on(store, "tests.host_agents:narrates_then_waits")
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+            path = await new_session(http)
+
+            async def inject() -> None:
+                await http.post(f"{path}/inject", headers=JSON, json={"message": "first"})
+
+            got = await frames(  # the [Inbox] ask and the narration; the answer takes 30 s
+                http,
+                f"{path}/events",
+                lambda e, p: e == "agent" and "working on first" in json.dumps(p),
+                after=inject,
+            )
+        sent = [p["seq"] for e, p in got if e == "agent"]
+    except BaseException:
+        proc.kill()
+        raise
+    finally:
+        if proc.poll() is None:
+            proc.kill()  # SIGKILL: no shutdown, no final write
+        await asyncio.to_thread(proc.wait)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+    assert len(sent) == 2, got
+    again, url = await serve_command_on(store, "tests.host_agents:echo")
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+            resumed = await one_turn(http, path, "second", since=str(sent[-1]))
+        new = [p["seq"] for e, p in resumed if e == "agent"]
+        assert new and min(new) > max(sent), (sent, new)
+    finally:
+        await stop(again)
+
+
 def urlsplit_netloc(url: str) -> tuple[str, int]:
     """("127.0.0.1", port) of an http URL."""
     host, _, port = url.removeprefix("http://").partition(":")

@@ -81,6 +81,10 @@ MAX_REGISTER_BYTES = 16 * 1024
 MAX_CREATE_BYTES = 8 * 1024  # the daemon's operatorPostMaxBytes, which caps POST /sessions
 REPLAY_WINDOW = 5_000  # the daemon's maxReplayEvents: newest events a session keeps
 """The newest events a session keeps and replays (the daemon's maxReplayEvents)."""
+# Seqs a host with a named store records as possibly sent ahead of its events, which are
+# written after each turn: a host killed mid-turn then restarts past every seq it sent, as
+# the daemon's event log (written as each event is appended) never numbers two events alike.
+_SEQ_RESERVE = 1024
 DEFAULT_SESSION_IDLE_TIMEOUT = 24 * 3600.0  # the daemon's session_idle_timeout
 """Seconds a session may sit idle before eviction, the daemon's default (24 h)."""
 STARTUP_SESSION = "default"  # the session a daemon starts with; it cannot be deleted
@@ -221,6 +225,7 @@ class _Session:
         # One counter across the host, as the daemon's event log numbers every session's
         # events: a session's seqs increase but neither start at 1 nor run contiguously.
         self.seq = next(self.daemon._seqs)
+        self.daemon._reserve_seqs(self.seq)
         frame = AgentFrame(seq=self.seq, event=event)
         data = encode_sse("agent", frame.to_dict())
         self.log.append((self.seq, data))
@@ -875,6 +880,7 @@ class AgentHost:
         self._listings: dict[tuple[str, tuple[tuple[str, str], ...]], bytes] = {}
         self._listing_version = -1
         self.store = SessionStore(store, window=REPLAY_WINDOW)
+        self._seq_reserved = 0  # seqs the store records as possibly sent (0: none, temporary)
         self._opening: asyncio.Task[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._sweep_anchor = self.clock.now()
@@ -1176,12 +1182,22 @@ class AgentHost:
                 _cancel_anywhere(sweeper)
             self._sweeper = loop.create_task(self._sweep_forever())
 
+    def _reserve_seqs(self, seq: int) -> None:
+        """Keep the store's reservation of sent seqs well ahead of `seq` (named stores)."""
+        if self._seq_reserved and seq > self._seq_reserved - _SEQ_RESERVE // 2:
+            # Extended half a block early, so the write is done long before it is needed.
+            self._seq_reserved = seq + _SEQ_RESERVE
+            self.store.reserve(self._seq_reserved)
+
     async def _open(self) -> None:
         if self.store.temporary:
             return
         last_seq, last_id = await self.store.open()
         # Counting on from the store, never back from where this host already is.
-        self._seqs = itertools.count(max(next(self._seqs), last_seq + 1))
+        first = max(next(self._seqs), last_seq + 1)
+        self._seqs = itertools.count(first)
+        self._seq_reserved = first + _SEQ_RESERVE
+        await asyncio.wrap_future(self.store.reserve(self._seq_reserved))
         self._ids = itertools.count(max(next(self._ids), last_id + 1))
         startup = self.sessions[STARTUP_SESSION]
         row = await self.store.get(STARTUP_SESSION)
@@ -1579,5 +1595,8 @@ class AgentHost:
         if not self.store.temporary and self.store.opened:
             for session in self.sessions.values():
                 session.save()  # usage and last touch as they are now, for the next start
+            if self._seq_reserved:
+                self.store.release(next(self._seqs) - 1)  # closed cleanly: no gap next time
+                self._seq_reserved = 0
         await self.store.aclose()
         self._opening = None

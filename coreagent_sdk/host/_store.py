@@ -231,7 +231,19 @@ class _Db:
                 "SELECT name, value FROM counters WHERE agent = ?", (agent,)
             ).fetchall()
         )
-        return max(seq, stored.get("seq", 0)), stored.get("session", 0)
+        reserved = stored.get("seq_reserved", 0)  # left by a host that did not close
+        return max(seq, stored.get("seq", 0), reserved), stored.get("session", 0)
+
+    def reserve(self, agent: str, seq: int) -> None:
+        """Record that `agent` may have sent seqs up to `seq` before their events are written."""
+        self._count(agent, "seq_reserved", seq)
+
+    def release(self, agent: str, last_seq: int) -> None:
+        """A clean close: the last seq `agent` used is known, the reservation goes."""
+        self._count(agent, "seq", last_seq)
+        self.conn.execute(
+            "DELETE FROM counters WHERE agent = ? AND name = 'seq_reserved'", (agent,)
+        )
 
     def put(self, agent: str, row: StoredSession, events: list[tuple[int, bytes]]) -> None:
         """Upsert a session's row and add its new events, keeping the newest `window`."""
@@ -475,6 +487,19 @@ class SessionStore:
         """Write a session's row and its new events (submitted now, run in order)."""
         agent = self.agent
         self.file.submit(lambda db: db.put(agent, row, events)).add_done_callback(_written)
+
+    def reserve(self, seq: int) -> concurrent.futures.Future[None]:
+        """Record seqs up to `seq` as possibly sent (submitted now, run in order)."""
+        agent = self.agent
+        done = self.file.submit(lambda db: db.reserve(agent, seq))
+        done.add_done_callback(_written)
+        return done
+
+    def release(self, last_seq: int) -> None:
+        """Record the last seq used and drop the reservation (a clean close; in order)."""
+        if self.opened:
+            agent = self.agent
+            self.file.submit(lambda db: db.release(agent, last_seq)).add_done_callback(_written)
 
     def delete(self, session_id: str) -> None:
         """Forget a session and its events (submitted now, run in order)."""
