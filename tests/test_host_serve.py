@@ -196,6 +196,26 @@ async def test_a_served_fleets_own_call_peer_reaches_a_host_registered_on_its_hu
     assert fleet.transport.default is None  # unserved, loopback URLs route nowhere again
 
 
+async def test_a_served_host_asks_its_hub_for_the_lease_it_is_given(hub: str) -> None:
+    from datetime import datetime
+
+    with pytest.raises(ValueError, match="AgentHost: ttl must be a positive number"):
+        AgentHost("helper", register_to=hub, ttl=0)
+    host = AgentHost("helper", behavior=lambda_upper, register_to=hub, ttl=7)
+    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    serving = asyncio.create_task(host.serve(on_ready=ready.set_result, handle_signals=False))
+    try:
+        await asyncio.wait_for(ready, 10)
+        async with httpx.AsyncClient(base_url=hub) as http:
+            (row,) = (await http.get("/peers")).json()["peers"]
+        granted = datetime.fromisoformat(row["lease_expires_at"].replace("Z", "+00:00"))
+        since = datetime.fromisoformat(row["last_heartbeat"].replace("Z", "+00:00"))
+        assert (granted - since).total_seconds() == 7  # not the default 60
+    finally:
+        host.stop()
+        await asyncio.wait_for(serving, 10)
+
+
 async def test_a_stopping_host_lets_its_running_turn_finish_and_refuses_new_work() -> None:
     async def slow(turn: Turn) -> None:
         await asyncio.sleep(0.5)

@@ -20,6 +20,7 @@ import contextlib
 import itertools
 import json
 import logging
+import math
 import os
 import secrets
 import sqlite3
@@ -771,6 +772,7 @@ class AgentHost:
         register_to: The hub `serve()` joins, or None.
         endpoint: The URL the hub gives callers (None: where `serve()` listens).
         labels: The labels the host registers with.
+        ttl: The lease `serve()` asks of the hub, in seconds (heartbeats at a third of it).
         token_env: The environment variable holding the host's token (read when used).
         directory: Where `turn.call_peer` looks peers up (the joined hub by default).
         peer_transport: The transport of the host's own calls (None: the network).
@@ -802,6 +804,7 @@ class AgentHost:
         register_to: str | None = None,
         endpoint: str | None = None,
         labels: Mapping[str, str] | None = None,
+        ttl: float = 60,
         token_env: str | None = None,
         directory: Directory | None = None,
         peer_transport: httpx.AsyncBaseTransport | None = None,
@@ -855,6 +858,12 @@ class AgentHost:
             checked_base_url(endpoint, "AgentHost")
         self.endpoint = endpoint
         self.labels = dict(labels or {})
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < math.inf:
+            raise ValueError(
+                f"AgentHost: ttl must be a positive number of seconds (the lease asked of the "
+                f"hub), got {ttl!r}; the default is 60"
+            )
+        self.ttl = float(ttl)
         self.token_env = token_env
         self.peer_transport = peer_transport
         # The simulator's fleets hand their own (recorded) CallPeer to their daemons' turns.

@@ -177,6 +177,7 @@ async def serve(
                     name=host_app.name,
                     endpoint=host_app.endpoint or url,
                     labels=host_app.labels,
+                    ttl=host_app.ttl,
                     token_env=host_app.token_env,
                     transport=host_app.peer_transport,
                     timeout=HUB_TIMEOUT,
