@@ -34,28 +34,32 @@ _LOW_WATER = _HIGH_WATER // 4  # and resumes once the client has read down to th
 class _Buffer:
     """A response body's chunks between the app and the client, with a socket's push-back."""
 
+    __slots__ = ("_waiter", "queue", "unread")
+
     def __init__(self) -> None:
         self.queue: asyncio.Queue[Any] = asyncio.Queue()
         self.unread = 0
-        self._drained = asyncio.Event()
+        self._waiter: asyncio.Future[None] | None = None  # the app's write, while it waits
 
     def put(self, item: Any) -> None:
         if isinstance(item, bytes):
             self.unread += len(item)
         self.queue.put_nowait(item)
 
-    async def get(self) -> Any:
-        item = await self.queue.get()
+    def taken(self, item: Any) -> None:
+        """The client took `item`: wake a waiting write once the backlog is low."""
         if isinstance(item, bytes):
             self.unread -= len(item)
-            if self.unread <= _LOW_WATER:
-                self._drained.set()
-        return item
+            waiter = self._waiter
+            if waiter is not None and self.unread <= _LOW_WATER:
+                self._waiter = None
+                if not waiter.done():
+                    waiter.set_result(None)
 
     async def drain(self) -> None:
         while self.unread > _HIGH_WATER:
-            self._drained.clear()
-            await self._drained.wait()
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
 
 
 class _ASGIResponseStream(httpx.AsyncByteStream):
@@ -65,8 +69,10 @@ class _ASGIResponseStream(httpx.AsyncByteStream):
         self._app_name = app_name
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        queue = self._queue
         while True:
-            item = await self._queue.get()
+            item = await queue.queue.get()
+            queue.taken(item)
             if item is _DONE:
                 return
             if isinstance(item, BaseException):
