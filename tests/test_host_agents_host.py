@@ -33,6 +33,7 @@ from coreagent_sdk import (
     StaticDirectory,
 )
 from coreagent_sdk.host import AgentHost, MultiAgentHost, PeerRegistry, Turn
+from tests.processes import stop_with_sigterm
 from tests.test_host_fidelity import frames, new_session, one_turn, seqs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -471,21 +472,6 @@ async def serve_many(store: Path, *flags: str) -> tuple[subprocess.Popen[str], d
     return proc, json.loads(line)["agents"]
 
 
-async def stop_process(proc: subprocess.Popen[str]) -> None:
-    try:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        code = await asyncio.wait_for(asyncio.to_thread(proc.wait), 10)
-        assert code == 0, proc.stderr.read() if proc.stderr else ""
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
-
-
 async def test_the_command_restarts_a_multi_agent_host_on_its_store_with_every_agents_sessions(
     tmp_path: Path,
 ) -> None:
@@ -496,7 +482,7 @@ async def test_the_command_restarts_a_multi_agent_host_on_its_store_with_every_a
             path = await new_session(http)
             before = seqs(await one_turn(http, path, "route me"))
     finally:
-        await stop_process(proc)
+        await stop_with_sigterm(proc)
 
     proc, urls = await serve_many(store)  # the same file, a new process
     try:
@@ -515,7 +501,7 @@ async def test_the_command_restarts_a_multi_agent_host_on_its_store_with_every_a
             rows = (await http.get("/sessions")).json()["sessions"]
             assert [r["sessionID"] for r in rows] == ["default"]  # triage's are its own
     finally:
-        await stop_process(proc)
+        await stop_with_sigterm(proc)
 
 
 def test_the_command_refuses_a_second_store_or_idle_timeout_for_a_multi_agent_host(

@@ -8,15 +8,15 @@ kernel, or interrupting a hung cell stops the user's host instead.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.kernels import own_kernel
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -57,22 +57,8 @@ print("STOPPED", serving.done())
 @pytest.fixture(scope="module")
 def kernel_name(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A kernelspec of our own that runs this interpreter, whatever else is installed."""
-    root = tmp_path_factory.mktemp("jupyter")
-    spec = root / "kernels" / KERNEL
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(
-        json.dumps(
-            {
-                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                "display_name": "coreagent-sdk host tests",
-                "language": "python",
-            }
-        )
-    )
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("JUPYTER_PATH", str(root))
-        patch.setenv("JUPYTER_PLATFORM_DIRS", "1")
-        yield KERNEL
+    with own_kernel(tmp_path_factory.mktemp("jupyter"), KERNEL) as name:
+        yield name
 
 
 def _printed(cell: object) -> str:

@@ -28,6 +28,7 @@ from coreagent_sdk import (
 from coreagent_sdk.errors import PeerRequestError, UnknownPeerError
 from coreagent_sdk.host import AgentHost, MultiAgentHost, PeerRegistry, Turn
 from coreagent_sdk.host._daemon import inbox_block
+from tests.processes import stop_with_sigterm
 from tests.test_host_fidelity import JSON, frames, new_session, one_turn, split_at_turn
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -424,7 +425,7 @@ async def test_the_command_stops_within_ten_seconds_whatever_its_hub_peer_and_ca
                 listed = (await http.get("/sessions")).json()["sessions"]
                 assert path.rsplit("/", 1)[1] in [s["sessionID"] for s in listed]
         finally:
-            await stop(again)
+            await stop_with_sigterm(again)
     finally:
         if slow is not None:
             slow.close()
@@ -480,7 +481,7 @@ async def test_a_host_killed_mid_turn_never_numbers_new_events_with_seqs_it_alre
         new = [p["seq"] for e, p in resumed if e == "agent"]
         assert new and min(new) > max(sent), (sent, new)
     finally:
-        await stop(again)
+        await stop_with_sigterm(again)
 
 
 def urlsplit_netloc(url: str) -> tuple[str, int]:
@@ -513,21 +514,6 @@ async def serve_command_on(store: Path, target: str) -> tuple[subprocess.Popen[s
     return proc, json.loads(line)["url"]
 
 
-async def stop(proc: subprocess.Popen[str]) -> None:
-    try:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        code = await asyncio.wait_for(asyncio.to_thread(proc.wait), 10)
-        assert code == 0, proc.stderr.read() if proc.stderr else ""
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
-
-
 async def test_the_command_restarted_on_its_store_file_serves_its_sessions_again(
     tmp_path: Path,
 ) -> None:
@@ -538,7 +524,7 @@ async def test_the_command_restarted_on_its_store_file_serves_its_sessions_again
             paths = [await new_session(http) for _ in range(2)]
             logged = [await one_turn(http, path, f"question {n}") for n, path in enumerate(paths)]
     finally:
-        await stop(proc)
+        await stop_with_sigterm(proc)
     said = [
         [(p["seq"], p["event"]["Content"]["parts"][0]["text"]) for e, p in turn if e == "agent"]
         for turn in logged
@@ -570,4 +556,4 @@ async def test_the_command_restarted_on_its_store_file_serves_its_sessions_again
             replayed, live = split_at_turn(await one_turn(http, paths[0], "question 2"))
             assert replayed == [1, 2] and live == [5, 6]  # the host's counter goes on
     finally:
-        await stop(proc)
+        await stop_with_sigterm(proc)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 
 from .html_parse import Page
+from .kernels import own_kernel
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -65,22 +65,8 @@ print("DIALED=" + _json.dumps(sorted(set(_dialed))))
 @pytest.fixture(scope="module")
 def kernel_name(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A kernelspec of our own that runs this interpreter, whatever else is installed."""
-    root = tmp_path_factory.mktemp("jupyter")
-    spec = root / "kernels" / KERNEL
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(
-        json.dumps(
-            {
-                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                "display_name": "coreagent-sdk tests",
-                "language": "python",
-            }
-        )
-    )
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("JUPYTER_PATH", str(root))
-        patch.setenv("JUPYTER_PLATFORM_DIRS", "1")  # the future default; no migration warning
-        yield KERNEL
+    with own_kernel(tmp_path_factory.mktemp("jupyter"), KERNEL) as name:
+        yield name
 
 
 def test_there_are_six_notebooks() -> None:
