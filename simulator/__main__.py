@@ -191,7 +191,9 @@ async def serve(
     ``session_idle_timeout`` (seconds, None: the daemon's 24 h) make the peers
     behave as a production daemon's do. With `token_env`, the token in that
     variable is what the peers require from callers and present to the hub, as a
-    daemon's `--attach-token` (`cmd/core-agent/main.go`). A stop signal stops it
+    daemon's `--attach-token` (`cmd/core-agent/main.go`); the peers take it as the
+    per-caller token of one user, `operator`, so a wrong one gets a per-caller daemon's
+    401 (docs/differences.md). A stop signal stops it
     at any time, also while it is still joining a stalled hub.
     """
     options: dict[str, Any] = {"session_rate_limit": session_rate_limit}

@@ -477,8 +477,7 @@ async def test_a_host_with_a_description_serves_its_agent_card_without_auth() ->
             "pushNotifications": False,
             "stateTransitionHistory": False,
         }
-        assert card["securitySchemes"] == {"bearer": {"type": "http", "scheme": "Bearer"}}
-        assert card["security"] == [{"bearer": []}]
+        assert "securitySchemes" not in card  # per-caller tokens: see deriveSecurity below
         assert [s["id"] for s in card["skills"]] == ["alerts", "kubectl"]
         assert card["skills"][1] == {
             "id": "kubectl",
@@ -850,3 +849,95 @@ async def test_the_cards_skills_are_the_agents_named_skills_sorted_by_id() -> No
     assert [s["id"] for s in card["skills"]] == ["B", "a", "b", "é"]
     first = {"id": "B", "name": "B", "description": "Capital", "tags": ["skill"]}
     assert card["skills"][0] == first
+
+
+# --- 401: the per-caller answer -------------------------------------------------------------
+
+MULTISESSION_REALM = 'Bearer realm="attach-multisession"'
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/sessions"),
+        ("POST", "/sessions"),
+        ("POST", "/sessions/core-agent/default/inject"),
+        ("POST", "/sessions/default/wake"),
+        ("GET", "/whoami"),
+        ("GET", "/peers"),
+    ],
+)
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"Authorization": "Bearer wrong"}, {"X-Attach-Token": "wrong"}, {"Authorization": "x"}],
+)
+async def test_a_caller_without_a_valid_token_gets_the_per_caller_401(
+    method: str, path: str, headers: dict[str, str]
+) -> None:
+    """Pins `pkg/attach/caller_middleware.go` `callerMiddlewareWithConfig` (per-caller
+    `BearerTokenAuth`, enforceAuthentication) and `writeUnauthorized` for
+    `auth.ErrUnauthenticated`: a host's `tokens` are a per-caller daemon's users, so a missing
+    or unknown token is `realm="attach-multisession"`, "unauthorized: no valid credential".
+    (`checkAttachToken`'s `realm="attach"` is a single shared `--attach-token`'s answer; a
+    host has no such token.)"""
+    host = AgentHost("agent", tokens=TOKENS, registry=PeerRegistry(), session_rate_limit=None)
+    async with client(host) as http:
+        answer = await http.request(method, path, headers={**JSON, **headers})
+        assert answer.status_code == 401
+        assert answer.headers["www-authenticate"] == MULTISESSION_REALM
+        assert answer.headers["content-type"] == "text/plain; charset=utf-8"
+        assert answer.text == "unauthorized: no valid credential\n"
+        allowed = await http.request(method, path, headers=bearer("tok-root"))
+        assert allowed.status_code != 401
+
+
+@pytest.mark.parametrize("tokens", [TOKENS, None], ids=["per-caller", "open"])
+async def test_a_caller_asserting_another_identity_is_refused(
+    tokens: dict[str, Identity] | None,
+) -> None:
+    """Pins `callerMiddlewareWithConfig`'s proxy path and `resolveProxyAssertion`: a request
+    carrying `X-Asserted-Caller` is 401 (`writeUnauthorized`, `ErrAssertedCallerForbidden`)
+    unless its caller may proxy; a host has no proxy allowlist, and an open host's anonymous
+    caller (`AnonymousAuth`) cannot proxy either. The credential is checked first."""
+    host = AgentHost("agent", tokens=tokens, session_rate_limit=None)
+    valid = bearer("tok-root") if tokens else JSON
+    async with client(host) as http:
+        for method, path in (("GET", "/sessions"), ("POST", "/sessions"), ("GET", "/whoami")):
+            asserted = {**valid, "X-Asserted-Caller": "bob"}
+            answer = await http.request(method, path, headers=asserted)
+            assert answer.status_code == 401, answer.text
+            assert answer.headers["www-authenticate"] == MULTISESSION_REALM
+            assert answer.text == (
+                "asserted-caller header rejected: caller is not permitted to proxy\n"
+            )
+            empty = await http.request(method, path, headers={**valid, "X-Asserted-Caller": ""})
+            assert empty.status_code in (200, 201)  # an empty header asserts nothing
+        assert len(host.sessions) == 2  # the refused creations made none
+        if tokens:
+            stranger = {**JSON, "Authorization": "Bearer wrong", "X-Asserted-Caller": "bob"}
+            refused = await http.get("/sessions", headers=stranger)
+            assert refused.text == "unauthorized: no valid credential\n"
+
+
+async def test_the_card_declares_no_security_scheme_for_per_caller_tokens() -> None:
+    """Pins `pkg/attach/agentcard.go` `deriveSecurity`: the card declares `bearer` for the
+    transport token (`AuthConfig.BearerToken`) and `mtls` for a client CA, nothing for
+    per-caller users; a host's `tokens` are per-caller, so its card declares no scheme, and
+    no `security` either."""
+    host = AgentHost("agent", tokens=TOKENS, description="Answers")
+    async with client(host) as http:
+        answer = await http.get("/.well-known/agent-card.json")
+    assert answer.status_code == 200
+    card = answer.json()
+    assert "securitySchemes" not in card and "security" not in card
+    assert list(card) == [
+        "protocolVersion",
+        "name",
+        "description",
+        "url",
+        "version",
+        "capabilities",
+        "defaultInputModes",
+        "defaultOutputModes",
+        "skills",
+    ]

@@ -235,7 +235,9 @@ async def test_a_protected_daemon_answers_401_with_the_bearer_challenge(locked_f
         for headers in ({}, bearer("wrong")):
             answer = await http.post(url, headers={**JSON, **headers}, json={})
             assert answer.status_code == 401
-            assert answer.headers["www-authenticate"] == 'Bearer realm="attach"'
+            # A fleet's tokens are per-caller users: `writeUnauthorized`'s answer.
+            assert answer.headers["www-authenticate"] == 'Bearer realm="attach-multisession"'
+            assert answer.text == "unauthorized: no valid credential\n"
     by_header = await http.post(
         f"{reach.url('prod-1')}/sessions",
         headers={**JSON, "X-Attach-Token": ALICE, **bearer("wrong")},

@@ -3,9 +3,11 @@
 Pins core-agent `pkg/attach/agentcard.go`: served at
 `/.well-known/agent-card.json` before any auth (discovery must work without
 a credential), GET and HEAD only, indented JSON, A2A protocol 0.3.0, the
-skills of the host's agents (sorted by id, tagged `skill`), and a bearer
-security scheme when the host takes tokens. Its URL is the one the request
-was addressed to (X-Forwarded-Proto/-Host first, as the daemon reads them).
+skills of the host's agents (sorted by id, tagged `skill`), and no security
+scheme: `deriveSecurity` declares only a transport token (`--attach-token`) or
+mTLS, and a host's `tokens` are per-caller users, which a daemon's card does not
+declare. Its URL is the one the request was addressed to
+(X-Forwarded-Proto/-Host first, as the daemon reads them).
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ def build_card(
     description: str,
     version: str,
     skills: Mapping[str, str],
-    bearer: bool,
 ) -> dict[str, Any]:
     """The card's JSON object, field for field as the daemon's `agentCardWire`."""
     card: dict[str, Any] = {
@@ -52,9 +53,6 @@ def build_card(
             "stateTransitionHistory": False,
         },
     }
-    if bearer:
-        card["securitySchemes"] = {"bearer": {"type": "http", "scheme": "Bearer"}}
-        card["security"] = [{"bearer": []}]
     card["defaultInputModes"] = ["text/plain"]
     card["defaultOutputModes"] = ["text/plain"]
     # `registrySkills` leaves a nameless skill out; `mergeSkills` sorts by id as Go's

@@ -138,6 +138,16 @@ def _text(status: int, message: str, headers: Mapping[str, str] | None = None) -
     return PlainTextResponse(message + "\n", status_code=status, headers=headers)
 
 
+# The header a proxy asserts another identity with (core-agent `auth.HeaderAssertedCaller`).
+_PROXY_HEADER = "x-asserted-caller"
+
+
+def _unauthorized(message: str) -> Response:
+    # `writeUnauthorized`: the per-caller layer's 401, its realm distinct from the transport
+    # token's `realm="attach"` so a client can tell which layer refused it.
+    return _text(401, message, {"WWW-Authenticate": 'Bearer realm="attach-multisession"'})
+
+
 # What a store that cannot be read raises (see _store: sqlite3, the file, a closed store).
 _STORE_ERRORS = (sqlite3.Error, OSError, ValueError, RuntimeError)
 
@@ -962,7 +972,6 @@ class AgentHost:
             description=self.description,
             version=__version__,
             skills=self.skills,
-            bearer=self.tokens is not None,
         )
 
     # --- auth and checks --------------------------------------------------
@@ -979,14 +988,24 @@ class AgentHost:
         return self.tokens.get(token) if token else None
 
     def refuse(self, request: Request) -> Response | None:
-        """401 for a caller without a valid token, then the browser write guard.
+        """401 for a caller without a valid token or asserting another, then the write guard.
 
-        Pins core-agent `pkg/attach/csrf.go` `browserWriteGuard` (after the
+        Pins core-agent `pkg/attach/caller_middleware.go` `callerMiddlewareWithConfig`:
+        the host's `tokens` are a per-caller daemon's users (`BearerTokenAuth`, enforced),
+        so a missing or unknown token is `writeUnauthorized`'s 401, not a shared
+        `--attach-token`'s (`checkAttachToken`, `realm="attach"`), which a host has not;
+        then an `X-Asserted-Caller` header is refused, as `resolveProxyAssertion` refuses
+        a caller not allowed to proxy (a host allows none; an open daemon's anonymous
+        caller cannot either). Then `pkg/attach/csrf.go` `browserWriteGuard` (after the
         token check, as `Server.Bind` orders them): a write from a foreign
         browser Origin is 403, a write that is not `application/json` is 415.
         """
         if self.identify(request) is None:
-            return _text(401, "unauthorized", {"WWW-Authenticate": 'Bearer realm="attach"'})
+            return _unauthorized("unauthorized: no valid credential")
+        if request.headers.get(_PROXY_HEADER):
+            return _unauthorized(
+                "asserted-caller header rejected: caller is not permitted to proxy"
+            )
         if request.method not in ("GET", "HEAD", "OPTIONS"):
             origin = request.headers.get("origin", "")
             host = request.headers.get("host", "")
