@@ -765,6 +765,33 @@ async def test_a_caller_lists_only_the_sessions_it_may_read() -> None:
         assert await listed("tok-root") == sorted([alices, bobs, "/sessions/core-agent/default"])
 
 
+async def test_an_error_is_plain_text_with_nosniff_as_http_error_writes_it(
+    http: httpx.AsyncClient,
+) -> None:
+    """Pins net/http `http.Error`, which every daemon refusal goes through: the message and a
+    newline as `text/plain; charset=utf-8`, with `X-Content-Type-Options: nosniff`."""
+    answer = await http.get("/sessions/core-agent/s-none/events")
+    assert answer.status_code == 404
+    assert answer.text == "session not found\n"
+    assert answer.headers["content-type"] == "text/plain; charset=utf-8"
+    assert answer.headers["x-content-type-options"] == "nosniff"
+
+
+async def test_the_sessions_in_memory_are_listed_by_app_then_user_then_id() -> None:
+    """Pins `pkg/attach/registry.go` `SessionRegistry.List` (`sort.Slice` by AppName, UserID,
+    SessionID), the in-memory half of `listSessions`, whatever order they were made in."""
+    async with client(AgentHost("agent", tokens=TOKENS, session_rate_limit=None)) as http:
+        for token in ("tok-carol", "tok-alice", "tok-bob", "tok-alice", "tok-carol"):
+            await new_session(http, bearer(token))
+        answer = await http.get("/sessions", headers=bearer("tok-root"))
+        assert answer.status_code == 200, answer.text
+        rows = [(r["app"], r["user"], r["sessionID"]) for r in answer.json()["sessions"]]
+    assert len(rows) == 6  # five and the startup session
+    assert rows == sorted(rows), rows
+    users = [user for _, user, sid in rows if sid != "default"]
+    assert users == ["alice", "alice", "bob", "carol", "carol"]
+
+
 async def test_the_shortcut_form_resumes_a_stored_session_for_a_caller_who_may_read_it(
     tmp_path: Path,
 ) -> None:

@@ -134,8 +134,12 @@ class StreamHook(Protocol):
 
 
 def _text(status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
-    # Go's http.Error: plain text and a newline.
-    return PlainTextResponse(message + "\n", status_code=status, headers=headers)
+    # Go's http.Error: plain text and a newline, and nosniff so no browser reads it as more.
+    return PlainTextResponse(
+        message + "\n",
+        status_code=status,
+        headers={"X-Content-Type-Options": "nosniff", **(headers or {})},
+    )
 
 
 # The header a proxy asserts another identity with (core-agent `auth.HeaderAssertedCaller`).
@@ -1370,7 +1374,12 @@ class AgentHost:
 
     async def _list_sessions(self, request: Request) -> Response:
         who = self.identify(request)
-        rows = [s.row() for s in self.sessions.values() if self.visible(s, who)]
+        # In memory: sorted by app, user, id, as `SessionRegistry.List` sorts them.
+        live = sorted(
+            (s for s in self.sessions.values() if self.visible(s, who)),
+            key=lambda s: (s.app, s.user, s.session_id),
+        )
+        rows = [s.row() for s in live]
         if self.multi_session:  # the store's half, as `listSessions` adds it with multi-session
             try:
                 stored = await self.store.rows(skip=frozenset(self.sessions))
