@@ -116,6 +116,9 @@ async def test_a_lapsed_lease_lives_until_the_next_5_second_prune_tick(hub) -> N
 
 
 async def test_label_filters_skip_items_without_equals_and_empty_matches_missing(hub) -> None:
+    """Pins `pkg/attach/peers_handlers.go` `parseLabelFilters` (an item without `=` is
+    skipped) and `pkg/attach/peers.go` `matchLabels` (`have[k] != v`: `zone=` matches a
+    peer with no zone; every filter must hold)."""
     url, http, _ = hub
     for name, labels in (("a", {"zone": "eu"}), ("b", {}), ("c", {"zone": "us"})):
         body = {"name": name, "endpoint": f"http://{name}:1", "labels": labels}

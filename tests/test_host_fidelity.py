@@ -493,6 +493,56 @@ async def test_a_host_with_a_description_serves_its_agent_card_without_auth() ->
         assert (await http.get("/sessions")).status_code == 401
 
 
+async def test_the_card_url_is_the_forwarded_scheme_and_host_else_the_requests_own() -> None:
+    """Pins `pkg/attach/agentcard.go` `resolveCardURL`: `X-Forwarded-Proto` and
+    `X-Forwarded-Host` win over the request's scheme and Host, each on its own."""
+    async with client(AgentHost("triage", description="Triages alerts")) as http:
+
+        async def url(headers: dict[str, str]) -> str:
+            answer = await http.get("/.well-known/agent-card.json", headers=headers)
+            assert answer.status_code == 200, answer.text
+            return str(answer.json()["url"])
+
+        assert await url({}) == "http://agent.test"
+        assert await url({"Host": "127.0.0.1:7001"}) == "http://127.0.0.1:7001"
+        assert await url({"X-Forwarded-Host": "127.0.0.1:7002"}) == "http://127.0.0.1:7002"
+        both = {"X-Forwarded-Proto": "https", "X-Forwarded-Host": "127.0.0.1:7003"}
+        assert await url(both) == "https://127.0.0.1:7003"
+
+
+async def test_a_created_sessions_url_is_built_from_the_host_it_was_reached_by(
+    http: httpx.AsyncClient,
+) -> None:
+    """Pins `pkg/attach/handlers_create_session.go` `sessionURL`: scheme and the request's
+    Host, then the qualified path; forwarded headers are not read there."""
+    headers = {**JSON, "Host": "127.0.0.1:7004", "X-Forwarded-Host": "127.0.0.1:7005"}
+    created = await http.post("/sessions", headers=headers)
+    assert created.status_code == 201, created.text
+    body = created.json()
+    assert body["url"] == f"http://127.0.0.1:7004/sessions/{body['app']}/{body['sessionID']}"
+
+
+async def test_every_session_route_answers_under_the_qualified_and_the_shortcut_form(
+    http: httpx.AsyncClient,
+) -> None:
+    """Pins `pkg/attach/handlers.go` `routeSession`: each session endpoint is registered under
+    `/sessions/{app}/{sid}` (`lookupQualifiedAuth`, which misses for another app's name) and
+    `/sessions/{sid}` (`lookupShortcutAuth`), the same session either way."""
+    qualified = await new_session(http)
+    shortcut = "/sessions/" + qualified.rsplit("/", 1)[1]
+    other_app = qualified.replace("/core-agent/", "/another-app/")
+    for path in (qualified, shortcut):
+        said = await http.post(f"{path}/inject", headers=JSON, json={"message": "hi"})
+        assert said.status_code == 200, (path, said.text)
+        woke = await http.post(f"{path}/wake", headers=JSON, json={})
+        assert woke.status_code in (200, 202), (path, woke.text)
+    missed = await http.post(f"{other_app}/inject", headers=JSON, json={"message": "hi"})
+    assert missed.status_code == 404, missed.text
+    assert (await http.delete(other_app, headers=JSON)).status_code == 404
+    assert (await http.delete(shortcut, headers=JSON)).status_code == 204
+    assert (await http.delete(qualified, headers=JSON)).status_code == 404  # gone under both forms
+
+
 async def test_a_host_without_a_description_serves_no_card() -> None:
     """Pins `AgentCardConfig.Enabled`: no description, no card (and no auth bypass)."""
     async with client(AgentHost("agent", tokens=TOKENS)) as http:
@@ -680,7 +730,9 @@ async def test_whoami_leaves_admin_out_for_a_caller_who_is_not_one(
     token: str | None, said: str
 ) -> None:
     """Pins `pkg/attach/handlers_whoami.go` `doWhoAmI` (`whoAmIResponse`: `admin` is
-    `omitempty`, in field order identity, admin, source) on an open host and a protected one."""
+    `omitempty`, in field order identity, admin, source) on an open host and a protected one,
+    `source` as `pkg/attach/caller_middleware.go` `credentialSource` tags it (anonymous for the
+    open host's authenticator, bearer for a token's)."""
     host = AgentHost("agent", tokens=TOKENS if token else None, session_rate_limit=None)
     async with client(host) as http:
         answer = await http.get("/whoami", headers=bearer(token) if token else {})
