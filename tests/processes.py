@@ -1,10 +1,29 @@
-"""Host processes the tests start with `python -m coreagent_sdk.host`, and how they end."""
+"""Hosts the tests serve (on loopback, in this process or as `python -m coreagent_sdk.host`),
+and how they end."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import subprocess
+from collections.abc import AsyncIterator
+
+from coreagent_sdk.host import AgentHost, PeerRegistry
+
+
+@contextlib.asynccontextmanager
+async def served_hub() -> AsyncIterator[str]:
+    """A hub served on loopback in this process; yields its URL, then stops it."""
+    hub = AgentHost("hub", registry=PeerRegistry(), session_rate_limit=None)
+    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(hub.serve(on_ready=ready.set_result, handle_signals=False))
+    url = await asyncio.wait_for(ready, 10)
+    try:
+        yield url
+    finally:
+        hub.stop()
+        await asyncio.wait_for(task, 10)
 
 
 async def stop_with_sigterm(proc: subprocess.Popen[str]) -> None:

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from coreagent_sdk import CallPeer, HubDirectory
-from coreagent_sdk.host import AgentHost, PeerRegistry, Turn
+from coreagent_sdk.host import AgentHost, Turn
+from tests.processes import served_hub
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,13 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture
 async def hub() -> AsyncIterator[str]:
     """A hub served on loopback in this process; yields its URL."""
-    hub = AgentHost("hub", registry=PeerRegistry(), session_rate_limit=None)
-    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-    task = asyncio.create_task(hub.serve(on_ready=ready.set_result, handle_signals=False))
-    url = await asyncio.wait_for(ready, 10)
-    yield url
-    hub.stop()
-    await asyncio.wait_for(task, 10)
+    async with served_hub() as url:
+        yield url
 
 
 async def storage(turn: Turn) -> None:

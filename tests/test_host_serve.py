@@ -26,9 +26,9 @@ from coreagent_sdk import (
     StaticDirectory,
 )
 from coreagent_sdk.errors import PeerRequestError, UnknownPeerError
-from coreagent_sdk.host import AgentHost, MultiAgentHost, PeerRegistry, Turn
+from coreagent_sdk.host import AgentHost, MultiAgentHost, Turn
 from coreagent_sdk.host._daemon import inbox_block
-from tests.processes import stop_with_sigterm
+from tests.processes import served_hub, stop_with_sigterm
 from tests.test_host_fidelity import JSON, frames, new_session, one_turn, split_at_turn
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,13 +124,8 @@ async def test_parallel_calls_share_one_call_event_and_one_response_event() -> N
 @pytest.fixture
 async def hub() -> AsyncIterator[str]:
     """A hub served on loopback in this process; yields its URL."""
-    hub = AgentHost("hub", registry=PeerRegistry(), session_rate_limit=None)
-    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-    task = asyncio.create_task(hub.serve(on_ready=ready.set_result, handle_signals=False))
-    url = await asyncio.wait_for(ready, 10)
-    yield url
-    hub.stop()
-    await asyncio.wait_for(task, 10)
+    async with served_hub() as url:
+        yield url
 
 
 async def test_a_served_host_joins_its_hub_answers_callers_and_leaves_on_stop(hub: str) -> None:
