@@ -616,14 +616,18 @@ async def test_ten_thousand_session_creations_from_one_caller_keep_the_burst_and
 
     host = AgentHost("echo", behavior=echo, clock=FakeClock())  # no refill while it runs
     await post_sessions(host.app, 0)
-    with traced() as grown:  # over the first 2,000 (tracing slows every allocation)
+    with traced() as grown:  # over the first 4,000 (tracing slows every allocation)
         made = await post_sessions(host.app, 5)
         burst, _ = grown()  # five sessions and the caller's bucket
+        # The first refusals fill one-time caches and free lists (13 KB on 3.10, flat
+        # from then on); 2,000 more must then keep nothing.
         refusals = await post_sessions(host.app, 1_995)
+        settled, _ = grown()
+        refusals += await post_sessions(host.app, 2_000)
         refused, _ = grown()
-    refusals += await post_sessions(host.app, 8_000)
-    # Bounded by the burst, not the count: the refusals keep less than one session's worth.
-    assert refused - burst <= burst / 5, (burst, refused)
+    refusals += await post_sessions(host.app, 6_000)
+    # Bounded by the burst, not the count: 2,000 refusals keep less than one session's worth.
+    assert refused - settled <= burst / 5, (burst, settled, refused)
     assert (made, refusals) == ({201: 5}, {429: 9_995})
     assert len(host.sessions) == 1 + 5  # the startup session and the burst
     await host.aclose()
