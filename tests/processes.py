@@ -34,9 +34,14 @@ async def stop_with_sigterm(proc: subprocess.Popen[str]) -> None:
         code = await asyncio.wait_for(asyncio.to_thread(proc.wait), 10)
         assert code == 0, proc.stderr.read() if proc.stderr else ""
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
+        reap(proc)
+
+
+def reap(proc: subprocess.Popen[str]) -> None:
+    """Kill the process if it still runs, wait for it, and close its pipes."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(5)
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()

@@ -33,7 +33,7 @@ from coreagent_sdk import (
     StaticDirectory,
 )
 from coreagent_sdk.host import AgentHost, MultiAgentHost, PeerRegistry, Turn
-from tests.processes import stop_with_sigterm
+from tests.processes import reap, stop_with_sigterm
 from tests.test_host_fidelity import frames, new_session, one_turn, seqs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -332,12 +332,7 @@ async def test_the_command_serves_a_multi_agent_host_whose_agents_a_hub_resolves
         assert list(registry.peers({})) == []  # all three deregistered on the way out
         await directory.aclose()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+        reap(proc)
 
 
 async def test_an_agent_the_hub_forgot_registers_again_at_its_next_heartbeat(

@@ -14,7 +14,7 @@ import pytest
 
 from coreagent_sdk import CallPeer, HubDirectory
 from coreagent_sdk.host import AgentHost, Turn
-from tests.processes import served_hub
+from tests.processes import reap, served_hub
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -80,11 +80,6 @@ async def test_a_scripted_model_agent_served_by_the_command_delegates_over_loopb
         try:
             await asyncio.wait_for(asyncio.to_thread(proc.wait), 10)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(5)
-            for stream in (proc.stdout, proc.stderr):
-                if stream is not None:
-                    stream.close()
+            reap(proc)
         specialist.stop()
         await asyncio.wait_for(serving, 10)

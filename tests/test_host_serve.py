@@ -28,7 +28,7 @@ from coreagent_sdk import (
 from coreagent_sdk.errors import PeerRequestError, UnknownPeerError
 from coreagent_sdk.host import AgentHost, MultiAgentHost, Turn
 from coreagent_sdk.host._daemon import inbox_block
-from tests.processes import served_hub, stop_with_sigterm
+from tests.processes import reap, served_hub, stop_with_sigterm
 from tests.test_host_fidelity import JSON, frames, new_session, one_turn, split_at_turn
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -424,12 +424,7 @@ async def test_the_command_stops_within_ten_seconds_whatever_its_hub_peer_and_ca
     finally:
         if slow is not None:
             slow.close()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
+        reap(proc)
         hub.close()
         peer.stop()
         await asyncio.wait_for(peer_serving, 10)

@@ -30,6 +30,7 @@ import pytest
 from coreagent_sdk import CallPeer, Peer, StaticDirectory
 from coreagent_sdk.host import MAX_INJECT_BYTES, REPLAY_WINDOW, AgentHost, Identity, Turn
 from coreagent_sdk.host._daemon import _CHUNK_BYTES
+from tests.processes import reap
 
 JSON = {"Content-Type": "application/json"}
 TOKEN = "tok-hostile-secret-value"
@@ -441,12 +442,7 @@ async def test_the_command_never_logs_a_token_whatever_a_client_sends_and_where(
         # uvicorn's error log is on stderr, its access log (were it on) on stdout: read both.
         logged = proc.stdout.read() + proc.stderr.read()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+        reap(proc)
     assert code == 0, logged
     assert "Invalid HTTP request received" in logged, logged  # the check sees the logs
     for token in (CALLER_TOKEN, FOREIGN_TOKEN):
