@@ -38,6 +38,7 @@ from ._directory import (
 from ._endpoint import endpoint_problem
 from ._hosts import HostAllowList
 from ._oversized import OversizedFrame
+from ._pricing import Price, PriceTable
 from ._quote import quote_name
 from ._recording import (
     RECORDING_VERSION,
@@ -132,6 +133,8 @@ __all__ = [
     "Peer",
     "PeerRecord",
     "PeerRegistration",
+    "Price",
+    "PriceTable",
     "Recording",
     "RecordingEntry",
     "RecordingTransport",

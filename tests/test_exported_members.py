@@ -62,6 +62,8 @@ SDK = {
     "Peer",
     "PeerRecord",
     "PeerRegistration",
+    "Price",
+    "PriceTable",
     "Recording",
     "RecordingEntry",
     "RecordingTransport",
