@@ -26,15 +26,19 @@ Each view is driven by what it shows: `CallLogView` by a `CallLog` fed from
 by re-reading the fleet's roster (an in-process read, no network) on a timer
 that stops by itself after ``watch_seconds``.
 
-A view's saved state is its state at the end of the cell. A throttled redraw
-fires on the kernel's loop once the interval is over, which is after the cell
-has finished: the front end still draws it, but a saved (or converted)
-notebook records only what arrived while a cell ran. So in a Jupyter kernel
-every live view settles at the end of each cell (IPython's ``post_run_cell``
-event): a pending redraw is drawn there, and the HTML shown where widgets do
-not run (nbconvert, the docs) is updated in place through the display id the
-view was shown under. Displaying a view draws it first, so its HTML and its
-text agree, and `close()` leaves the final table in place of the widget.
+A saved notebook reads like a log: what is saved under a cell is each view's
+state as that cell ended, while the widget itself stays live in a running
+front end. Each display of a view is its own output, under a display id of
+its own, carrying the live widget and, for front ends where widgets do not
+run (nbconvert, the docs, a console), the view's table as HTML and its repr.
+At the end of the cell that showed it (IPython's ``post_run_cell`` event) a
+display draws what is pending, its HTML and text are brought up to that
+moment, and from then on they are left alone: a later cell changing the view
+never rewrites an earlier cell's output (display the view again to record it
+there). A throttled redraw that fires after its cell has ended updates the
+live widget only. `close()` turns every display of the view into its record
+(that cell's HTML and text, without the widget), so a notebook that closes
+its views at the end saves no widget at all.
 """
 
 from __future__ import annotations
@@ -211,6 +215,18 @@ def _settle_all(*_result: Any) -> None:
             _log.warning("widgets: settling %r at the end of a cell failed", view, exc_info=True)
 
 
+class _Shown:
+    """One display of a view: its display id and what its output holds (HTML, text)."""
+
+    __slots__ = ("display_id", "html", "open", "text")
+
+    def __init__(self, display_id: str, html: str, text: str) -> None:
+        self.display_id = display_id
+        self.html = html
+        self.text = text
+        self.open = True  # until the end of the cell that showed it
+
+
 class _View:
     """An `ipywidgets.HTML` redrawn through a throttle; `updates` counts front-end updates."""
 
@@ -219,10 +235,9 @@ class _View:
         self.updates = 0
         self._throttle = _Throttle(self._draw, min_interval)
         self.closed = False
-        # Set once the view is displayed in a kernel: the HTML shown under it is updated in
-        # place as the view settles (`_shown` is the HTML last sent there).
-        self._display_id: str | None = None
-        self._shown: str | None = None
+        # Every display of this view in a kernel, oldest first: each is updated in place until
+        # its cell ends, then kept as that cell's record (see the module's docstring).
+        self._shown: list[_Shown] = []
         _live.add(self)
         _watch_cells()
 
@@ -243,32 +258,43 @@ class _View:
             self._throttle.fire()
 
     def _settle(self) -> None:
-        """The end of a cell: draw what is pending, and update the HTML shown for this view."""
-        if self.closed:
+        """The end of a cell: draw what is pending; the displays that cell made become records."""
+        if self.closed or not any(shown.open for shown in self._shown):
             return
         self._flush()
-        if self._display_id is not None and self.widget.value != self._shown:
-            _ipython_display_api().update_display(
-                self._bundle(), raw=True, display_id=self._display_id
-            )
-            self._shown = self.widget.value
+        for shown in self._shown:
+            if not shown.open:
+                continue  # an earlier cell's record: whatever changed since is not its state
+            shown.open = False
+            html, text = self.widget.value, repr(self)
+            if (html, text) != (shown.html, shown.text):
+                shown.html, shown.text = html, text
+                _ipython_display_api().update_display(
+                    self._bundle(), raw=True, display_id=shown.display_id
+                )
 
     def refresh(self) -> None:
         """Draw the current state now."""
         self._throttle.fire()
 
     def close(self) -> None:
-        """Stop updating and close the widget; where it was shown, its final table stays."""
+        """Stop updating and close the widget; each display keeps its cell's table and text."""
         if self.closed:
             return
         self._flush()
-        final = {"text/html": self.widget.value, "text/plain": repr(self)}
+        html, text = self.widget.value, repr(self)
         self.closed = True
         _live.discard(self)
         self._throttle.cancel()
-        if self._display_id is not None:
-            # The widget is gone from the front end once closed: leave its last table there.
-            _ipython_display_api().update_display(final, raw=True, display_id=self._display_id)
+        for shown in self._shown:
+            if shown.open:  # shown in this very cell: its record is the final state
+                shown.html, shown.text, shown.open = html, text, False
+            # The widget is gone from the front end once closed: leave the record in its place.
+            _ipython_display_api().update_display(
+                {"text/html": shown.html, "text/plain": shown.text},
+                raw=True,
+                display_id=shown.display_id,
+            )
         self.widget.close()
 
     def _bundle(self) -> dict[str, Any]:
@@ -287,17 +313,16 @@ class _View:
         return bundle
 
     def _ipython_display_(self) -> None:
-        # In a kernel, shown under a display id of its own, so that the end of each cell can
-        # update the HTML a saved notebook keeps for it (see the module's docstring).
+        # In a kernel, each display is an output of its own under a display id of its own, so
+        # the end of its cell can bring its HTML up to date without touching earlier cells.
         display = _ipython_display_api().display
         if self.closed or _kernel() is None:
             display(self._repr_mimebundle_(), raw=True)
             return
         self._flush()
-        if self._display_id is None:
-            self._display_id = f"coreagent-view-{uuid.uuid4().hex}"
-        display(self._bundle(), raw=True, display_id=self._display_id)
-        self._shown = self.widget.value
+        shown = _Shown(f"coreagent-view-{uuid.uuid4().hex}", self.widget.value, repr(self))
+        self._shown.append(shown)
+        display(self._bundle(), raw=True, display_id=shown.display_id)
 
 
 class CallLogView(_View):

@@ -54,11 +54,40 @@ def _loopback_only(event, args):
 
 
 _sys.addaudithook(_loopback_only)
+
+# What every open view shows at the end of each cell, read from what it shows (its log, cache
+# or fleet), not from the view: the truth each view's saved output is checked against.
+_views_at = {{}}
+
+
+def _record_views(result):
+    widgets = _sys.modules.get("coreagent_sdk.widgets")
+    if widgets is None:
+        return
+    truths = []
+    for value in list(get_ipython().user_ns.values()):
+        if not isinstance(value, widgets.CallLogView | widgets.CacheView | widgets.FleetView):
+            continue
+        if value.closed:
+            continue
+        if isinstance(value, widgets.CallTreeView):
+            truths.append(value.log.tree()._repr_html_())
+        elif isinstance(value, widgets.CallLogView):
+            truths.append(value.log._repr_html_())
+        elif isinstance(value, widgets.CacheView):
+            truths.append(value.cache._repr_html_())
+        else:
+            truths.append(value.fleet._repr_html_())
+    _views_at[result.execution_count] = truths
+
+
+get_ipython().events.register("post_run_cell", _record_views)
 """
 
 REPORT = """
 import json as _json
 print("DIALED=" + _json.dumps(sorted(set(_dialed))))
+print("VIEWS=" + _json.dumps(_views_at))
 """
 
 
@@ -109,16 +138,17 @@ from coreagent_sdk import CallPeerEvent
 from coreagent_sdk.widgets import CallLogView
 
 kept, closed = CallLogView(min_interval=60), CallLogView(min_interval=60)
-for view in (kept, closed):
-    view.on_event(CallPeerEvent("started", "call_peer", "p", call_id=1))
 display(closed)
-kept
+display(kept)
+for view in (kept, closed):  # the first event draws at once; the second waits out the interval
+    view.on_event(CallPeerEvent("started", "call_peer", "p", call_id=1))
+    view.on_event(CallPeerEvent("finished", "call_peer", "p", "s-1", 5, call_id=1))
 """,
     """
 for view in (kept, closed):
-    view.on_event(CallPeerEvent("finished", "call_peer", "p", "s-1", 5, call_id=1))
     view.on_event(CallPeerEvent("started", "call_peer", "q", call_id=2))
     view.on_event(CallPeerEvent("failed", "call_peer", "q", call_id=2, error_type="X"))
+kept
 """,
     "closed.close()",
 ]
@@ -157,25 +187,43 @@ def _html_text(markup: Any) -> str:
     return " ".join(Page("".join(markup)).text.split())
 
 
-def _saved_views(notebook: Any) -> list[tuple[str, str | None]]:
-    """(the HTML an output keeps, its widget's saved HTML or None) for every view's output."""
+def _saved_views(notebook: Any) -> list[tuple[int, str, str, str | None]]:
+    """(cell index, the HTML an output keeps, its text, its widget's saved HTML or None)."""
     state = (
         notebook.metadata.get("widgets", {})
         .get("application/vnd.jupyter.widget-state+json", {})
         .get("state", {})
     )
     seen = []
-    for cell in notebook.cells:
+    for index, cell in enumerate(notebook.cells):
         for output in cell.get("outputs", []):
             data = output.get("data", {})
-            if "text/html" not in data or not "".join(data.get("text/plain", "")).startswith(
-                ("CallLogView(", "CacheView(", "FleetView(")
-            ):
+            text = "".join(data.get("text/plain", ""))
+            if "text/html" not in data or not text.startswith(VIEW_REPRS):
                 continue
             model = data.get(WIDGET_VIEW, {}).get("model_id")
             value = state[model]["state"]["value"] if model is not None else None
-            seen.append((_html_text(data["text/html"]), value and _html_text(value)))
+            seen.append((index, _html_text(data["text/html"]), text, value and _html_text(value)))
     return seen
+
+
+VIEW_REPRS = ("CallLogView(", "CallTreeView(", "CacheView(", "FleetView(")
+
+
+def _unclocked(text: str) -> str:
+    # A lease's seconds left move with the clock between two reads: not what a view is about.
+    return re.sub(r"\b[\d,]+ s\b", "<n> s", text)
+
+
+def _views_at_each_cell(done: Run) -> dict[int, list[str]]:
+    """What the notebook's own post_run_cell hook saw each open view show, by execution count."""
+    report = "".join(
+        o.get("text", "") for o in done.notebook.cells[-1].outputs if o.output_type == "stream"
+    )
+    seen = json.loads(report.split("VIEWS=", 1)[1].splitlines()[0])
+    return {
+        int(count): [_unclocked(_html_text(t)) for t in truths] for count, truths in seen.items()
+    }
 
 
 class Run:
@@ -209,9 +257,10 @@ def runs(kernel_name: str) -> dict[str, Run]:
             error = exc
         return path.stem, Run(notebook, time.perf_counter() - started, error)
 
-    async def run_cells(name: str, sources: list[str]) -> tuple[str, Run]:
+    async def run_cells(name: str, sources: list[str], *, probed: bool = False) -> tuple[str, Run]:
         notebook = nbformat.v4.new_notebook()
-        for source in sources:
+        # Probed: the guard and the report around the cells, as around each notebook.
+        for source in [GUARD, *sources, REPORT] if probed else sources:
             cell = nbformat.v4.new_code_cell(source.removeprefix(RAISES))
             if source.startswith(RAISES):
                 cell.metadata["tags"] = ["raises-exception"]  # nbclient goes on past it
@@ -228,7 +277,7 @@ def runs(kernel_name: str) -> dict[str, Run]:
     async def run_all() -> dict[str, Run]:
         return dict(
             await asyncio.gather(
-                run_cells("views", VIEW_CELLS),
+                run_cells("views", VIEW_CELLS, probed=True),
                 run_cells("nested", NESTED_CELLS),
                 *(run(p) for p in NOTEBOOKS),
             )
@@ -258,38 +307,63 @@ def test_each_notebook_runs_top_to_bottom_in_a_kernel_in_under_a_minute(
     report = "".join(
         o.get("text", "") for o in notebook.cells[-1].outputs if o.output_type == "stream"
     )
-    dialed = json.loads(report.split("DIALED=", 1)[1])
+    dialed = json.loads(report.split("DIALED=", 1)[1].splitlines()[0])
     assert set(dialed) <= set(LOOPBACK), dialed
     if path.stem == "01_delegation":
         assert dialed == ["127.0.0.1"]  # it served the fleet on loopback: the hook saw that
 
 
-def test_a_saved_notebook_holds_each_views_state_at_the_end_of_its_last_cell(
+def test_each_display_of_a_view_saves_its_own_cells_state_and_close_keeps_those_records(
     runs: dict[str, Run],
 ) -> None:
     done = runs["views"]
     if done.error is not None:
         raise done.error
-    (closed, kept) = _saved_views(done.notebook)
-    final = "CallLog: 2 (failed 1 · finished 1)"
-    # The view still open: its widget's saved state and the HTML kept for it are both final.
-    assert final in kept[0] and kept[1] is not None and final in kept[1]
-    # The view closed in the last cell: its final table stays where the widget was.
-    assert final in closed[0] and closed[1] is None
+    views = _saved_views(done.notebook)
+    first, second = "CallLog: 1 (finished 1)", "CallLog: 2 (failed 1 · finished 1)"
+    # Cell 1 shows both views; the call it finished only its end could draw (interval 60 s).
+    # Cell 2 changes both and shows `kept` again; cell 3 closes `closed`.
+    assert [(cell, html[: len(first if cell == 1 else second)]) for cell, html, *_ in views] == [
+        (1, first),
+        (1, first),
+        (2, second),
+    ]
+    (closed, kept_then, kept_now) = views
+    assert closed[3] is None  # closed: its record stands where the widget was
+    assert kept_then[3] is not None and second in kept_then[3]  # the live widget: the newest
+    assert kept_now[2].startswith("CallLogView(CallLog(2 calls")
 
 
-@pytest.mark.parametrize("stem", ["01_delegation", "03_eviction"])
-def test_every_view_a_notebook_shows_is_saved_in_its_end_state(
+def _cell_html(page: str) -> dict[str, str]:
+    """The converted page's markup for each cell, by the cell's id."""
+    chunks = page.split('id="cell-id=')[1:]
+    return {chunk.split('"', 1)[0]: chunk for chunk in chunks}
+
+
+@pytest.mark.parametrize("stem", ["views", "01_delegation", "03_eviction", "06_model_fleet"])
+def test_each_view_saved_in_a_converted_notebook_shows_the_state_at_its_own_cell(
     stem: str, runs: dict[str, Run]
 ) -> None:
-    views = _saved_views(runs[stem].notebook)
+    from nbconvert import HTMLExporter
+    from traitlets.config import Config
+
+    done = runs[stem]
+    if done.error is not None:
+        raise done.error
+    truths = _views_at_each_cell(done)
+    views = _saved_views(done.notebook)
     assert views
-    for html, widget in views:
-        assert widget is None or widget == html  # the widget and its HTML agree
-        assert "running" not in html  # every call had ended by the end of the notebook
-    if stem == "03_eviction":
-        ((html, _),) = views
-        assert "16 of 16 resident" in html and "hits 0" not in html
+    # As the notebooks guide converts (and the docs render): each view's HTML, not the widget.
+    priority = ["text/html", "image/png", "text/plain"]
+    page, _ = HTMLExporter(
+        config=Config({"NbConvertBase": {"display_data_priority": priority}})
+    ).from_notebook_node(done.notebook)
+    cells = _cell_html(page)
+    for index, html, *_ in views:
+        cell = done.notebook.cells[index]
+        at_its_end = truths[cell.execution_count]
+        assert _unclocked(html) in at_its_end, (index, html, at_its_end)
+        assert html in _html_text(cells[cell.id]), (index, html)
 
 
 def _plain(lines: list[str]) -> str:
