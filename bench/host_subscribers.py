@@ -43,11 +43,11 @@ def __getattr__(name: str) -> Any:
     # `bench.host_subscribers:HOST`, built in the host process from this script's environment.
     if name != "HOST":
         raise AttributeError(name)
-    from coreagent_sdk.host import AgentHost, Turn, _daemon
+    from coreagent_sdk.host import AgentHost, Turn, _session
 
     limit = os.environ.get("BENCH_SUBSCRIBER_LIMIT")
     if limit:
-        _daemon.SUBSCRIBER_QUEUE_LIMIT = int(limit)  # the old limit, for the comparison row
+        _session.SUBSCRIBER_QUEUE_LIMIT = int(limit)  # the old limit, for the comparison row
     frames = int(os.environ["BENCH_FRAMES"])
 
     async def chatty(turn: Turn) -> None:

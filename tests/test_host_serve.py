@@ -27,7 +27,7 @@ from coreagent_sdk import (
 )
 from coreagent_sdk.errors import PeerRequestError, UnknownPeerError
 from coreagent_sdk.host import AgentHost, MultiAgentHost, Turn
-from coreagent_sdk.host._daemon import inbox_block
+from coreagent_sdk.host._inbox import inbox_block
 from tests.processes import reap, served_hub, stop_with_sigterm
 from tests.test_host_fidelity import JSON, frames, new_session, one_turn, split_at_turn
 

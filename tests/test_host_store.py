@@ -23,7 +23,7 @@ import pytest
 
 from coreagent_sdk import ASGITransport, FakeClock
 from coreagent_sdk.host import REPLAY_WINDOW, AgentHost, Identity, MultiAgentHost, Turn
-from coreagent_sdk.host._daemon import inbox_block
+from coreagent_sdk.host._inbox import inbox_block
 from tests.test_host_fidelity import (
     JSON,
     TOKENS,

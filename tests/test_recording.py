@@ -21,7 +21,7 @@ from coreagent_sdk import (
     StaticDirectory,
 )
 from coreagent_sdk.errors import FrameTooLargeError
-from coreagent_sdk.host._daemon import inbox_block
+from coreagent_sdk.host._inbox import inbox_block
 from simulator import Fleet, behaviors
 
 from .conftest import ReachFactory

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from coreagent_sdk.host._daemon import inbox_block
+from coreagent_sdk.host._inbox import inbox_block
 from simulator import FakeClock, Fleet, Identity, behaviors
 
 from .conftest import ReachFactory, load_fixture

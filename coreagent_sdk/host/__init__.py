@@ -31,18 +31,9 @@ from .._scrub import server_text
 from .._token import checked_token, read_token
 from ._agents import Agent, Turn
 from ._agents_host import MultiAgentHost
-from ._daemon import (
-    DEFAULT_SESSION_IDLE_TIMEOUT,
-    INBOX_CAP,
-    MAX_INJECT_BYTES,
-    MAX_REGISTER_BYTES,
-    REPLAY_WINDOW,
-    STARTUP_SESSION,
-    SUBSCRIBER_QUEUE_LIMIT,
-    AgentHost,
-    StreamHook,
-)
+from ._host import DEFAULT_SESSION_IDLE_TIMEOUT, AgentHost, StreamHook
 from ._http import checked_base_url, http_transport
+from ._inbox import INBOX_CAP
 from ._limits import MAX_HEADER_BYTES, READ_HEADER_TIMEOUT, uvicorn_options
 from ._model_agent import (
     CALL_PEER_SPEC,
@@ -50,10 +41,13 @@ from ._model_agent import (
     DEFAULT_MAX_TOOL_ROUNDS,
     ModelAgent,
 )
+from ._peers_handlers import MAX_REGISTER_BYTES
 from ._ratelimit import SessionRateLimit
 from ._registry import DEFAULT_TTL, MAX_TTL, Identity, PeerRegistry
 from ._registry import _Entry as RegistryEntry
 from ._runtimes import RuntimeBuildError
+from ._session import REPLAY_WINDOW, STARTUP_SESSION, SUBSCRIBER_QUEUE_LIMIT
+from ._session_handlers import MAX_INJECT_BYTES
 
 __all__ = [
     "CALL_PEER_SPEC",

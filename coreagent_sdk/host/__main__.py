@@ -26,7 +26,7 @@ from typing import Any
 
 from ..errors import CoreAgentError
 from ._agents_host import MultiAgentHost
-from ._daemon import DEFAULT_GRACE, DEFAULT_SESSION_IDLE_TIMEOUT, AgentHost
+from ._host import DEFAULT_GRACE, DEFAULT_SESSION_IDLE_TIMEOUT, AgentHost
 
 
 def _load(target: str) -> Any:

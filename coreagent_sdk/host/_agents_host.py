@@ -42,8 +42,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._endpoint import checked_base_url
 from ._agents import Agent, echo
-from ._daemon import DEFAULT_GRACE, REPLAY_WINDOW, AgentHost, _text
+from ._host import DEFAULT_GRACE, AgentHost
 from ._joining import HostRegistrations
+from ._replies import _text
 from ._runtimes import Runtimes
 from ._serve import (
     _CLOSE_TIMEOUT,
@@ -57,6 +58,7 @@ from ._serve import (
     _server_class,
     _signals,
 )
+from ._session import REPLAY_WINDOW
 from ._store import SessionStore, StoreFile
 
 __all__ = ["MultiAgentHost"]

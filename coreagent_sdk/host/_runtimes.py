@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ._agents import Turn
-    from ._daemon import AgentHost
+    from ._host import AgentHost
 
 __all__ = ["RuntimeBuildError", "Runtimes", "run_turn"]
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from .._registration import PeerRegistration
 
 if TYPE_CHECKING:
-    from ._daemon import AgentHost
+    from ._host import AgentHost
 
 __all__ = ["HUB_TIMEOUT", "STOP_BUDGET", "serve"]
 

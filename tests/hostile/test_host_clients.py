@@ -29,7 +29,7 @@ import pytest
 
 from coreagent_sdk import CallPeer, Peer, StaticDirectory
 from coreagent_sdk.host import MAX_INJECT_BYTES, REPLAY_WINDOW, AgentHost, Identity, Turn
-from coreagent_sdk.host._daemon import _CHUNK_BYTES
+from coreagent_sdk.host._events_endpoint import _CHUNK_BYTES
 from tests.processes import reap
 
 JSON = {"Content-Type": "application/json"}

@@ -1,0 +1,745 @@
+"""The agent host: the ASGI app of one daemon's attach server (and, with a registry, of a hub).
+
+It answers with the status codes and shapes of `protocol.md`: 201/204/400/
+401/403/404/409/415/429/501 where a real daemon does, SSE frames written
+exactly `event: X\\ndata: {json}\\n\\n`, `capabilities` first, then a status
+snapshot, the replayed log, then live frames to the subscribers connected at
+the time.
+
+Memory is bounded as a daemon's is: a session keeps the newest
+`REPLAY_WINDOW` events, a session idle for `session_idle_timeout` is evicted
+from memory to the host's store (one with a running turn is never idle) and
+resumed from it by the next request, and `DELETE` frees a session at once.
+Bodies are counted while they are read and refused past their cap.
+
+This module holds what core-agent's `pkg/attach/server.go` and `registry.go`
+hold: the host itself, its routes, auth and write guard, session lookup,
+resume and idle eviction, and its lifecycle. A session and its fan-out are in
+`_session`, the events endpoint in `_events_endpoint`, the session routes in
+`_session_handlers`, a hub's `/peers` routes in `_peers_handlers`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import math
+import os
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any, Protocol
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .. import __version__
+from .._agentcard import AGENT_CARD_PATH
+from .._call_peer import CallPeer
+from .._clock import Clock, SystemClock
+from .._directory import Directory, HubDirectory
+from .._endpoint import checked_base_url
+from .._wire import PROTOCOL_VERSION
+from ..errors import CoreAgentError
+from ._agents import Agent, echo
+from ._card import card_response
+from ._events_endpoint import _EventsEndpoint
+from ._gowire import is_json_media_type, origin_allowed
+from ._gowire import sse as encode_sse
+from ._peers_handlers import deregister, heartbeat, list_peers, register
+from ._ratelimit import SessionRateLimit, SessionRateLimiter
+from ._registry import ANONYMOUS, Identity, PeerRegistry
+from ._replies import _q, _text, _unauthorized
+from ._runtimes import Runtimes
+from ._session import REPLAY_WINDOW, STARTUP_SESSION, _Session
+from ._session_handlers import (
+    create_session,
+    delete_session,
+    inject,
+    list_sessions,
+    wake,
+    whoami,
+)
+from ._spans import ServerSpans
+from ._store import SessionStore, StoredSession, sweep_period
+from ._store_errors import STORE_ERRORS, _answer_unreadable, _StoreUnreadable, _unreadable
+
+__all__ = ["DEFAULT_GRACE", "DEFAULT_SESSION_IDLE_TIMEOUT", "AgentHost", "StreamHook"]
+
+# Seqs a host with a named store records as possibly sent ahead of its events, which are
+# written after each turn: a host killed mid-turn then restarts past every seq it sent, as
+# the daemon's event log (written as each event is appended) never numbers two events alike.
+_SEQ_RESERVE = 1024
+DEFAULT_SESSION_IDLE_TIMEOUT = 24 * 3600.0  # the daemon's session_idle_timeout
+"""Seconds a session may sit idle before eviction, the daemon's default (24 h)."""
+_EVENT_TYPES = (
+    "status-update",
+    "usage-update",
+    "inbox",
+    "turn-complete",
+    "turn-error",
+    "agent",
+    "wake",
+    "pause",
+)
+DEFAULT_GRACE = 5.0  # seconds a stopping host lets running turns finish
+DAEMON_RATE_LIMIT = SessionRateLimit()  # a daemon limits POST /sessions unless told not to
+
+
+class StreamHook(Protocol):
+    """A seam on every event stream a host writes (the simulator's faults use it)."""
+
+    def before_frame(self) -> bytes:
+        """Bytes written before each frame (b"" for none)."""
+
+    def end_after(self, sent: int) -> bool:
+        """True ends the stream cleanly after `sent` frames; raising aborts it mid-body."""
+
+
+# The header a proxy asserts another identity with (core-agent `auth.HeaderAssertedCaller`).
+_PROXY_HEADER = "x-asserted-caller"
+
+
+def _cancel_anywhere(task: asyncio.Task[None]) -> None:
+    """Cancel a task of this loop or another one (a closed loop's tasks are gone already)."""
+    other = task.get_loop()
+    if other is asyncio.get_running_loop():
+        task.cancel()
+    elif not other.is_closed():
+        with contextlib.suppress(RuntimeError):  # closed meanwhile
+            other.call_soon_threadsafe(task.cancel)
+
+
+class _Guard:
+    """Auth and the JSON content type, checked once in front of every route."""
+
+    def __init__(self, app: ASGIApp, daemon: AgentHost) -> None:
+        self.app = app
+        self.daemon = daemon
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        daemon = self.daemon
+        if scope["type"] == "http" and scope["path"] == AGENT_CARD_PATH and daemon.description:
+            # The card bypasses auth, as the daemon's cardBypass routes it: discovery is public.
+            await daemon.card(Request(scope))(scope, receive, send)
+            return
+        if scope["type"] == "http":
+            if not daemon._ready():
+                await daemon.open()
+            refused = self.daemon.refuse(Request(scope))
+            if refused is not None:
+                await refused(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+class AgentHost:
+    """Serves an agent on the attach wire as a core-agent daemon does; a hub with a `registry`.
+
+    ``tokens`` maps bearer tokens to identities; None is an open daemon that
+    accepts anonymous callers (and redacts nothing). With tokens, a caller sees
+    only its own sessions (an admin sees all). ``multi_session=False`` answers
+    501 to `POST /sessions`, as a daemon without a session factory; every
+    daemon has its startup session, `default`. ``session_rate_limit`` limits
+    `POST /sessions` per caller: on by default with the daemon's defaults
+    (burst 5, then 10 a minute), as on a daemon; None turns it off.
+    ``session_idle_timeout`` evicts sessions idle that long from memory
+    (seconds; 0 disables): an evicted session stays listed as `idle` and the
+    next request resumes it from ``store``, a SQLite file (the file you name
+    keeps the sessions for a host started on it again; None is a private
+    temporary file, made on the first eviction and removed by `aclose()`).
+    ``refuse_foreign_reregistration`` makes a hub refuse (403) a
+    registration of a name another identity owns; a real hub does not.
+    ``description`` turns on the A2A discovery card at
+    `/.well-known/agent-card.json` (public, as a daemon serves it), listing
+    ``skills`` (name -> description) as the agent's skills.
+    ``stream_hook`` sees every event stream's frames and ``middleware`` wraps
+    the ASGI app (the simulator's faults use both). ``on_agent_error`` is
+    called with an exception the agent raised (not `Turn.error`), once its
+    turn-error (kind "unknown") is sent: the caller never sees the traceback,
+    so a host logs it there, and the simulator's ``raise_behavior_errors``
+    re-raises it in the test. ``runtimes`` (a `RuntimeCache`) gives each turn
+    the agent's runtime as `turn.runtime`, built on first use under
+    ``agent_id`` (default: ``name``) and leased for the turn, so the cache
+    never closes it mid-turn; `MultiAgentHost` serves many agents this way.
+    ``propagate_trace`` (on by default) lets a `call_peer` made inside a turn
+    send `traceparent`, so the callee's trace continues this one; a daemon's
+    does not, and False behaves as it does (docs/guides/tracing.md).
+
+    Attributes:
+        name: The agent's name: its card's name, and a simulated fleet's peer name.
+        behavior: The agent: an async function of a `Turn` (echo() when none is given).
+        multi_session: False answers 501 to `POST /sessions`, as a daemon without a
+            session factory.
+        tokens: Bearer tokens to identities, or None for an open daemon.
+        registry: The hub's `PeerRegistry` when this host is a hub, else None.
+        clock: The clock of leases, rate limits and idle eviction.
+        app_name: The app every session belongs to (`/sessions/{app}/{sid}`).
+        model: The model name the capabilities and status frames report.
+        provider: The provider name the capabilities frame reports.
+        session_idle_timeout: Seconds a session may sit idle before it is evicted
+            (0: never).
+        refuse_foreign_reregistration: True makes the hub answer 403 to a registration
+            of a name another identity owns.
+        rate_limiter: The `POST /sessions` rate limiter, or None when it is off.
+        sessions: The sessions in memory, by session id (`default` always among them);
+            evicted ones are in `store`.
+        store: Where sessions are kept when evicted, and across restarts with a named file.
+        app: The ASGI app to serve (the attach routes behind the host's guard and
+            any `middleware`).
+        stream_hook: Sees every event stream's frames (the simulator's faults), or None.
+        on_agent_error: Called with an exception an agent raised, after its turn-error
+            is sent, or None.
+        description: The agent card's description ("" serves no card).
+        skills: The card's skills of this host's agent, name to description.
+        register_to: The hub `serve()` joins, or None.
+        endpoint: The URL the hub gives callers (None: where `serve()` listens).
+        labels: The labels the host registers with.
+        ttl: The lease `serve()` asks of the hub, in seconds (heartbeats at a third of it).
+        token_env: The environment variable holding the host's token (read when used).
+        directory: Where `turn.call_peer` looks peers up (the joined hub by default).
+        peer_transport: The transport of the host's own calls (None: the network).
+        peer_tool: Makes the `CallPeer` of `turn.call_peer` (None: one over `directory`).
+        draining: True while a stopping host refuses new work (503).
+        runtimes: The `RuntimeCache` each turn leases this agent's runtime from
+            (`turn.runtime`), or None: turns get no runtime.
+        agent_id: The agent's id in `runtimes` (its name unless given).
+        propagate_trace: True when calls made inside a turn send `traceparent`.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        behavior: Agent | None = None,
+        multi_session: bool = True,
+        tokens: Mapping[str, Identity] | None = None,
+        registry: PeerRegistry | None = None,
+        clock: Clock | None = None,
+        app_name: str = "core-agent",
+        model: str = "sim-model",
+        provider: str = "sim",
+        session_rate_limit: SessionRateLimit | None = DAEMON_RATE_LIMIT,
+        session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT,
+        refuse_foreign_reregistration: bool = False,
+        description: str = "",
+        skills: Mapping[str, str] | None = None,
+        register_to: str | None = None,
+        endpoint: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        ttl: float = 60,
+        token_env: str | None = None,
+        directory: Directory | None = None,
+        peer_transport: httpx.AsyncBaseTransport | None = None,
+        peer_tool: Callable[[], CallPeer] | None = None,
+        stream_hook: StreamHook | None = None,
+        middleware: Callable[[ASGIApp], ASGIApp] | None = None,
+        on_agent_error: Callable[[Exception], None] | None = None,
+        runtimes: Runtimes | None = None,
+        agent_id: str | None = None,
+        store: str | os.PathLike[str] | None = None,
+        propagate_trace: bool = True,
+    ) -> None:
+        if (
+            isinstance(session_idle_timeout, bool)
+            or not isinstance(session_idle_timeout, (int, float))
+            or not session_idle_timeout >= 0
+        ):
+            raise ValueError(
+                f"AgentHost: session_idle_timeout must be seconds >= 0 (0 disables eviction), "
+                f"got {session_idle_timeout!r}; the daemon's default is "
+                f"{DEFAULT_SESSION_IDLE_TIMEOUT:g}"
+            )
+        if session_rate_limit is not None and not isinstance(session_rate_limit, SessionRateLimit):
+            # Refused here: taken, it made every POST /sessions answer 500.
+            raise ValueError(
+                f"AgentHost: session_rate_limit must be a SessionRateLimit(...) or None (off), "
+                f"got {session_rate_limit!r}; SessionRateLimit() is the daemon's defaults"
+            )
+        self.name = name
+        self.behavior: Agent = behavior if behavior is not None else echo()
+        self.runtimes = runtimes
+        self.agent_id = agent_id if agent_id is not None else name
+        self.multi_session = multi_session
+        self.tokens = dict(tokens) if tokens is not None else None
+        self.registry = registry
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.stream_hook = stream_hook
+        self.on_agent_error = on_agent_error
+        self.propagate_trace = bool(propagate_trace)
+        self.app_name = app_name
+        self.model = model
+        self.provider = provider
+        self.session_idle_timeout = float(session_idle_timeout)
+        self.refuse_foreign_reregistration = refuse_foreign_reregistration
+        self.description = description
+        self.skills = dict(skills or {})
+        # Joining a fleet (see _serve): the hub, where callers reach this host, and the
+        # environment variable holding its token (read when used, never stored).
+        self.register_to = checked_base_url(register_to, "AgentHost") if register_to else None
+        if endpoint is not None:
+            checked_base_url(endpoint, "AgentHost")
+        self.endpoint = endpoint
+        self.labels = dict(labels or {})
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < math.inf:
+            raise ValueError(
+                f"AgentHost: ttl must be a positive number of seconds (the lease asked of the "
+                f"hub), got {ttl!r}; the default is 60"
+            )
+        self.ttl = float(ttl)
+        self.token_env = token_env
+        self.peer_transport = peer_transport
+        # The simulator's fleets hand their own (recorded) CallPeer to their daemons' turns.
+        self.peer_tool = peer_tool
+        self._own_directory: HubDirectory | None = None
+        if directory is None and self.register_to is not None:
+            directory = self._own_directory = HubDirectory(
+                self.register_to, transport=peer_transport, token_env=token_env
+            )
+        self.directory = directory
+        self._peer_tool: CallPeer | None = None
+        self.draining = False  # set while the host shuts down: writes answer 503
+        self._stop: asyncio.Event | None = None  # set by serve() while it runs
+        self.rate_limiter = (
+            SessionRateLimiter(session_rate_limit, self.clock)
+            if session_rate_limit is not None
+            else None
+        )
+        self.sessions: dict[str, _Session] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._ids = itertools.count(1)
+        self._seqs = itertools.count(1)  # every session's event seqs, as one event log's
+        self._listings: dict[tuple[str, tuple[tuple[str, str], ...]], bytes] = {}
+        self._listing_version = -1
+        self.store = SessionStore(store, window=REPLAY_WINDOW)
+        self._seq_reserved = 0  # seqs the store records as possibly sent (0: none, temporary)
+        self._opening: asyncio.Task[None] | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+        self._sweep_anchor = self.clock.now()
+        self._resuming: dict[str, asyncio.Task[None]] = {}
+        events = _EventsEndpoint(self)
+        routes = [
+            Route("/sessions", partial(create_session, self), methods=["POST"]),
+            Route("/sessions", partial(list_sessions, self), methods=["GET"]),
+            Route("/whoami", partial(whoami, self), methods=["GET"]),
+        ]
+        for prefix in ("/sessions/{app}/{sid}", "/sessions/{sid}"):
+            routes += [
+                Route(f"{prefix}/inject", partial(inject, self), methods=["POST"]),
+                Route(f"{prefix}/wake", partial(wake, self), methods=["POST"]),
+                Route(f"{prefix}/events", events, methods=["GET"]),
+                Route(prefix, partial(delete_session, self), methods=["DELETE"]),
+            ]
+        if registry is not None:  # elsewhere /peers is the router's own 404
+            routes += [
+                Route("/peers", partial(list_peers, self), methods=["GET"]),
+                Route("/peers", partial(register, self), methods=["POST"]),
+                Route("/peers/{rid}/heartbeat", partial(heartbeat, self), methods=["POST"]),
+                Route("/peers/{rid}", partial(deregister, self), methods=["DELETE"]),
+            ]
+        # The daemon's otelhttp wraps everything it serves, the card and refusals too.
+        # A store that cannot be read is 400 on every session route, as `writeLookupError`.
+        router = Starlette(routes=routes, exception_handlers={_StoreUnreadable: _answer_unreadable})
+        app: ASGIApp = ServerSpans(_Guard(router, self))
+        self.app = middleware(app) if middleware is not None else app
+        # Every daemon starts with one session of its own; it is never evicted or deleted.
+        self.sessions[STARTUP_SESSION] = _Session(self, app_name, STARTUP_SESSION, ANONYMOUS.name)
+
+    def __repr__(self) -> str:
+        kind = "hub" if self.registry is not None else "daemon"
+        return f"AgentHost({self.name!r}, {kind}, sessions={len(self.sessions)})"
+
+    async def call_peer(self, peer: str, prompt: str) -> dict[str, Any]:
+        """One `call_peer` made by a turn: the result's JSON, or `{"error": ...}` on failure.
+
+        Made with the host's own `CallPeer` (its directory: the hub it joined
+        unless given one; its `token_env`), so a peer sees this host's
+        identity. A failure is the tool's answer, as a daemon returns it to
+        the model, never an exception out of the turn.
+        """
+        tool = self._peer_tool
+        if tool is None:
+            if self.peer_tool is not None:
+                tool = self.peer_tool()
+            elif self.directory is not None:
+                tool = CallPeer(
+                    self.directory, transport=self.peer_transport, token_env=self.token_env
+                )
+            else:
+                return {
+                    "error": f"call_peer: host {self.name!r} has no directory of peers; give "
+                    "AgentHost register_to= (the hub it joins) or directory="
+                }
+            self._peer_tool = tool
+        try:
+            result = await tool.acall(peer=peer, prompt=prompt)
+        except (CoreAgentError, ValueError) as exc:
+            return {"error": str(exc)}
+        return result.to_dict()
+
+    def card(self, request: Request) -> Response:
+        """The host's A2A agent card (see `_card`), as answered to `request`."""
+        return card_response(
+            request,
+            name=self.name,
+            description=self.description,
+            version=__version__,
+            skills=self.skills,
+        )
+
+    # --- auth and checks --------------------------------------------------
+
+    def identify(self, request: Request) -> Identity | None:
+        """The caller's identity; None for a bad or missing token on a protected daemon."""
+        if self.tokens is None:
+            return ANONYMOUS
+        token = request.headers.get("x-attach-token")
+        if not token:
+            auth = request.headers.get("authorization", "")
+            scheme, _, value = auth.partition(" ")
+            token = value.strip() if scheme.lower() == "bearer" else ""
+        return self.tokens.get(token) if token else None
+
+    def refuse(self, request: Request) -> Response | None:
+        """401 for a caller without a valid token or asserting another, then the write guard.
+
+        Pins core-agent `pkg/attach/caller_middleware.go` `callerMiddlewareWithConfig`:
+        the host's `tokens` are a per-caller daemon's users (`BearerTokenAuth`, enforced),
+        so a missing or unknown token is `writeUnauthorized`'s 401, not a shared
+        `--attach-token`'s (`checkAttachToken`, `realm="attach"`), which a host has not;
+        then an `X-Asserted-Caller` header is refused, as `resolveProxyAssertion` refuses
+        a caller not allowed to proxy (a host allows none; an open daemon's anonymous
+        caller cannot either). Then `pkg/attach/csrf.go` `browserWriteGuard` (after the
+        token check, as `Server.Bind` orders them): a write from a foreign
+        browser Origin is 403, a write that is not `application/json` is 415.
+        """
+        if self.identify(request) is None:
+            return _unauthorized("unauthorized: no valid credential")
+        if request.headers.get(_PROXY_HEADER):
+            return _unauthorized(
+                "asserted-caller header rejected: caller is not permitted to proxy"
+            )
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            origin = request.headers.get("origin", "")
+            host = request.headers.get("host", "")
+            if origin and not origin_allowed(origin, host):
+                return _text(
+                    403,
+                    f"cross-origin request rejected: Origin {_q(origin)} is neither a loopback "
+                    f"origin nor this listener ({_q(host)}); browser pages may not drive the "
+                    "attach API cross-site. Native clients should omit the Origin header.",
+                )
+            if not is_json_media_type(request.headers.get("content-type", "")):
+                return _text(
+                    415,
+                    'unsupported media type: state-changing attach endpoints require "Content-'
+                    'Type: application/json" (browser cross-site request forgery protection; '
+                    "add the header even when the request has no body)",
+                )
+        return None
+
+    def _caller(self, request: Request) -> Identity | None:
+        """The identity for owner checks: None on an open daemon (everyone may)."""
+        return None if self.tokens is None else self.identify(request)
+
+    def visible(
+        self, session: _Session | StoredSession, who: Identity | None, action: str = "read"
+    ) -> bool:
+        """Whether `who` may `read`, `write` or `admin` the session (else it is a 404).
+
+        With multi-session auth, as core-agent `pkg/auth/authorize.go`
+        `Authorize` decides: an admin may do anything; the owner too; the
+        session's contributors may read and write; its viewers may read.
+        """
+        if self.tokens is None or who is None:
+            return True
+        if who.admin or session.user == who.name:
+            return True
+        if action == "read":
+            return who.name in session.viewers or who.name in session.contributors
+        return action == "write" and who.name in session.contributors
+
+    def find_session(self, request: Request, action: str = "read") -> _Session | None:
+        """The session in memory the path names, if the caller may `action` it (else None)."""
+        sid = request.path_params["sid"]
+        session = self.sessions.get(sid)
+        app = request.path_params.get("app")
+        if session is None or (app is not None and app != session.app):
+            return None
+        if not self.visible(session, self.identify(request), action):
+            return None
+        session.touch()
+        return session
+
+    async def lookup_session(self, request: Request, action: str = "read") -> _Session | None:
+        """The session the path names, resumed from the store if it was evicted (else None: 404).
+
+        Pins core-agent `pkg/attach/registry.go` `lookupGated` / `LookupSingle` and
+        `resumeAndRegister`: a memory hit is touched (the shortcut form finds it by
+        id alone, whatever its app; a shortcut miss resumes only a session of the
+        host's `app_name`, as Go's resumes under its one app); on a miss the stored
+        row is checked against the caller first (a caller who may not read
+        it learns nothing and costs no resume), concurrent misses share one
+        resume, and the session comes back with its owner, viewers,
+        contributors, usage and newest `REPLAY_WINDOW` events.
+        """
+        sid = request.path_params["sid"]
+        if sid in self.sessions or not self.store.opened:
+            return self.find_session(request, action)
+        try:
+            row = await self.store.get(sid)
+        except STORE_ERRORS as exc:
+            raise _unreadable(self.name, sid, exc) from exc
+        # The shortcut form names no app: it resumes a session of the host's own app only,
+        # as `LookupSingle` resumes under the daemon's one app (`resumerDefaultApp`).
+        app = request.path_params.get("app", self.app_name)
+        if row is None or app != row.app:
+            return None
+        who = self.identify(request)
+        if not self.visible(row, who, "read"):  # the resume gate reads, as `resumeGateFor`
+            return None
+        flight = self._resuming.get(sid)
+        if flight is None:
+            flight = asyncio.get_running_loop().create_task(self._resume(row))
+            self._resuming[sid] = flight
+            flight.add_done_callback(lambda _: self._resuming.pop(sid, None))
+        try:
+            await asyncio.shield(flight)
+        except STORE_ERRORS as exc:
+            raise _unreadable(self.name, sid, exc) from exc
+        return self.find_session(request, action)
+
+    async def _resume(self, row: StoredSession) -> None:
+        events = await self.store.events(row.session_id)
+        if row.session_id in self.sessions:  # resumed meanwhile, or created again
+            return
+        session = _Session(self, row.app, row.session_id, row.user)
+        self._restore(session, row, events)
+        self.sessions[row.session_id] = session
+        self._sweep_soon()
+
+    @staticmethod
+    def _restore(session: _Session, row: StoredSession, events: list[tuple[int, bytes]]) -> None:
+        session.viewers, session.contributors = row.viewers, row.contributors
+        session.created_at = row.created_at
+        session.tokens_in, session.tokens_out, session.turns = (
+            row.tokens_in,
+            row.tokens_out,
+            row.turns,
+        )
+        session.log.extend(events)
+        session.seq = session.saved_seq = events[-1][0] if events else 0
+
+    def sweep(self) -> list[str]:
+        """Evict the sessions idle past `session_idle_timeout` to the store; their ids.
+
+        Pins core-agent `pkg/attach/registry.go` `SessionRegistry.EvictBefore(now -
+        idleAfter)`: a session last touched strictly before the cutoff leaves
+        memory whether or not a message is queued; its queued messages go with
+        it, as a daemon's inbox goes with its evicted agent, and its event
+        streams end. Its row, usage and newest events stay in the store, so it
+        stays listed (`idle`) and the next request resumes it. The startup
+        session and a session running a turn are never evicted (see
+        differences.md). The host runs this every `sweep_period()`.
+        """
+        timeout = self.session_idle_timeout
+        if timeout <= 0:
+            return []
+        cutoff = self.clock.now() - timeout
+        gone = [
+            sid
+            for sid, session in self.sessions.items()
+            if sid != STARTUP_SESSION and not session.busy and session.last_touched < cutoff
+        ]
+        for sid in gone:
+            session = self.sessions.pop(sid)
+            session.drop_streams()
+            session.inbox.clear()
+            session.save()
+            session.log.clear()
+        return gone
+
+    def _ready(self) -> bool:
+        """Whether `open()` has run."""
+        return self._opening is not None and self._opening.done()
+
+    async def open(self) -> None:
+        """Open the store; the first request and `serve()` call it.
+
+        A named store's sessions come back: the startup session's log and
+        usage at once, the others listed as idle until a request resumes
+        them; event seqs and session ids go on from the last ones it holds.
+        """
+        loop = asyncio.get_running_loop()
+        opening = self._opening
+        if (
+            opening is None
+            or (opening.done() and (opening.cancelled() or opening.exception() is not None))
+            or (not opening.done() and opening.get_loop() is not loop)
+        ):
+            opening = self._opening = loop.create_task(self._open())
+            # The sweeps tick from here on, every sweep_period(), as the daemon's ticker
+            # from `Bind`; the task runs only while a session could be evicted.
+            self._sweep_anchor = self.clock.now()
+        if opening.done():
+            opening.result()
+        else:
+            await asyncio.shield(opening)
+
+    def _sweep_soon(self) -> None:
+        """Run the idle sweep (a session that may be evicted is in memory)."""
+        if self.session_idle_timeout <= 0:
+            return
+        loop = asyncio.get_running_loop()
+        sweeper = self._sweeper
+        if sweeper is None or sweeper.done() or sweeper.get_loop() is not loop:
+            # A host called from another loop (a sync call's) sweeps on the loop in use now.
+            if sweeper is not None:
+                _cancel_anywhere(sweeper)
+            self._sweeper = loop.create_task(self._sweep_forever())
+
+    def _reserve_seqs(self, seq: int) -> None:
+        """Keep the store's reservation of sent seqs well ahead of `seq` (named stores)."""
+        if self._seq_reserved and seq > self._seq_reserved - _SEQ_RESERVE // 2:
+            # Extended half a block early, so the write is done long before it is needed.
+            self._seq_reserved = seq + _SEQ_RESERVE
+            self.store.reserve(self._seq_reserved)
+
+    async def _open(self) -> None:
+        if self.store.temporary:
+            return
+        last_seq, last_id = await self.store.open()
+        # Counting on from the store, never back from where this host already is.
+        first = max(next(self._seqs), last_seq + 1)
+        self._seqs = itertools.count(first)
+        self._seq_reserved = first + _SEQ_RESERVE
+        await asyncio.wrap_future(self.store.reserve(self._seq_reserved))
+        self._ids = itertools.count(max(next(self._ids), last_id + 1))
+        startup = self.sessions[STARTUP_SESSION]
+        row = await self.store.get(STARTUP_SESSION)
+        if row is not None and not startup.log and not startup.turns:
+            self._restore(startup, row, await self.store.events(STARTUP_SESSION))
+
+    async def _sweep_forever(self) -> None:
+        """Sweep every `sweep_period()` on the host's clock, as the daemon's `SweepIdle` ticks.
+
+        The ticks keep the grid the host opened on; the task ends once no session
+        in memory could be evicted (the next one created or resumed starts it again).
+        """
+        period = sweep_period(self.session_idle_timeout)
+        now = self.clock.now()
+        tick = self._sweep_anchor + period * ((now - self._sweep_anchor) // period + 1)
+        while any(sid != STARTUP_SESSION for sid in self.sessions):
+            await self.clock.sleep(tick - self.clock.now())
+            self.sweep()
+            # A ticker drops the ticks a slow receiver missed: the next one is still ahead.
+            tick += period
+            now = self.clock.now()
+            if tick <= now:
+                tick += period * ((now - tick) // period + 1)
+
+    def capabilities_frame(self, request: Request) -> bytes:
+        """The `capabilities` frame an event stream opens with, as this caller sees it."""
+        who = self.identify(request)
+        host = request.headers.get("host", f"{self.name}.sim")
+        payload: dict[str, Any] = {
+            "protocol_version": PROTOCOL_VERSION,
+            "event_types": list(_EVENT_TYPES),
+            "server": "coreagent-sdk-simulator/0.1.0",
+            # The feature names a daemon advertises (fixture capabilities-v1.4.0.json).
+            "features": {
+                "cost_ceiling": False,
+                "cross_daemon": self.registry is not None,
+                "interrupt": False,
+                "mcp": False,
+                "multi_session": self.multi_session,
+                "observer_mode": False,
+                "perms_stream": False,
+                "specialists": False,
+            },
+            "slash_commands": ["compact", "done"],
+            "agent": {
+                "name": self.name,
+                "version": "v0.1.0-sim",
+                "description": f"Simulated core-agent daemon {self.name!r}.",
+                "model": self.model,
+                "url": f"{request.url.scheme}://{host}",
+            },
+        }
+        if who is not None and who is not ANONYMOUS:
+            payload["caller_id"] = who.name
+        return encode_sse("capabilities", payload)
+
+    def status_frame(self, session: _Session) -> bytes:
+        """The boot `status-update` frame of a session: the model and its turn state."""
+        # The daemon's boot snapshot carries the model and the turn state only.
+        state = "streaming" if session.busy else "idle"
+        return encode_sse("status-update", {"model": self.model, "turn_state": state})
+
+    # --- lifecycle --------------------------------------------------------
+
+    def close_streams(self) -> None:
+        """End every open event stream (used before a server shuts down)."""
+        for session in self.sessions.values():
+            session.drop_streams()
+
+    def busy(self) -> int:
+        """How many sessions are running a turn (or have one queued) right now."""
+        return sum(1 for s in self.sessions.values() if s.busy or s.inbox)
+
+    async def serve(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        grace: float = DEFAULT_GRACE,
+        on_ready: Callable[[str], None] | None = None,
+        handle_signals: bool = True,
+    ) -> None:
+        """Serve this host on `host:port` until SIGTERM/SIGINT or `stop()`, then drain.
+
+        See `coreagent_sdk.host._serve.serve`: it joins the fleet's hub when
+        the host has `register_to`, calls `on_ready(url)` once listening, and
+        on the way out drains running turns for up to `grace` seconds,
+        deregisters and closes, within 10 s whatever a hub or peer does.
+        """
+        from ._serve import serve
+
+        await serve(self, host, port, grace=grace, on_ready=on_ready, handle_signals=handle_signals)
+
+    def stop(self) -> None:
+        """Ask a running `serve()` to drain and return (as SIGTERM does)."""
+        if self._stop is not None:
+            self._stop.set()
+
+    async def aclose(self) -> None:
+        """Stop running turns and end every stream (sessions stay listed)."""
+        if self._peer_tool is not None:
+            await self._peer_tool.aclose()
+            self._peer_tool = None
+        if self._own_directory is not None:
+            await self._own_directory.aclose()
+        self.close_streams()
+        sweeper, self._sweeper = self._sweeper, None
+        tasks = list(self._tasks)
+        if sweeper is not None:
+            if sweeper.get_loop() is asyncio.get_running_loop():
+                tasks.append(sweeper)
+            else:
+                _cancel_anywhere(sweeper)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if not self.store.temporary and self.store.opened:
+            for session in self.sessions.values():
+                session.save()  # usage and last touch as they are now, for the next start
+            if self._seq_reserved:
+                self.store.release(next(self._seqs) - 1)  # closed cleanly: no gap next time
+                self._seq_reserved = 0
+        await self.store.aclose()
+        self._opening = None

@@ -1,0 +1,336 @@
+"""A session of the host and its fan-out: its log, its subscribers, its inbox and its turns.
+
+As core-agent's session and `pkg/attach/broadcaster.go`: every event is
+numbered, kept in the newest `REPLAY_WINDOW`, and queued to each event-stream
+subscriber, and a subscriber that falls `SUBSCRIBER_QUEUE_LIMIT` frames behind
+while its client is not reading is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+import uuid
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from starlette.types import Send
+
+from .._wire import AgentEvent, AgentFrame, Content, Part
+from ._agents import Turn, TurnAbandoned, TurnFailed
+from ._gowire import sse as encode_sse
+from ._inbox import INBOX_CAP, inbox_block
+from ._registry import rfc3339
+from ._runtimes import run_turn
+from ._spans import inject_span_context, turn_span
+from ._store import StoredSession
+
+if TYPE_CHECKING:
+    from ._host import AgentHost
+
+__all__ = ["REPLAY_WINDOW", "STARTUP_SESSION", "SUBSCRIBER_QUEUE_LIMIT"]
+
+REPLAY_WINDOW = 5_000  # the daemon's maxReplayEvents: newest events a session keeps
+"""The newest events a session keeps and replays (the daemon's maxReplayEvents)."""
+STARTUP_SESSION = "default"  # the session a daemon starts with; it cannot be deleted
+"""The session every daemon starts with; it is never evicted or deleted."""
+_log = logging.getLogger("coreagent_sdk.host")
+SUBSCRIBER_QUEUE_LIMIT = 256  # core-agent pkg/attach/broadcaster.go subscriberBufferSize
+"""Frames waiting for one event-stream subscriber before it is dropped (the daemon's 256).
+
+A subscriber whose write is blocked (its client is not reading) and that has
+this many frames queued when another is published is dropped: the frame is not
+queued, the ones already queued are still written, then its stream ends
+(`broadcaster.send`, a full channel). Its memory is then bounded by this many
+frames whatever the session publishes. Frames published while the writer is
+not blocked are not counted against it: a daemon's writer runs beside the
+turn, while a host's writer waits for the turn to yield, so a turn that
+publishes a burst without yielding must not cut a reader that is keeping up.
+"""
+_CLOSE = None  # queued to a subscriber: end its stream
+
+
+class _Subscriber:
+    """One event stream's frames on their way to its writer."""
+
+    __slots__ = ("blocked", "queue")
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        # True while the writer waits for the client to take bytes: only then do frames
+        # count toward SUBSCRIBER_QUEUE_LIMIT (see its docstring).
+        self.blocked = False
+
+    async def send(self, send: Send, body: bytes, more_body: bool = True) -> None:
+        self.blocked = True
+        try:
+            await send({"type": "http.response.body", "body": body, "more_body": more_body})
+        finally:
+            self.blocked = False
+
+
+class _Session:
+    def __init__(self, daemon: AgentHost, app: str, session_id: str, user: str) -> None:
+        self.daemon = daemon
+        self.app = app
+        self.session_id = session_id
+        self.user = user
+        self.seq = 0  # the last seq this session logged (seqs come from the host's counter)
+        self.viewers: tuple[str, ...] = ()  # the ACL a creator may stamp (createSession)
+        self.contributors: tuple[str, ...] = ()
+        # Only the newest REPLAY_WINDOW events are kept: a daemon replays no more.
+        self.log: deque[tuple[int, bytes]] = deque(maxlen=REPLAY_WINDOW)
+        self.subscribers: set[_Subscriber] = set()
+        self.inject_spans: dict[str, Any] = {}  # queued entry id -> its inject's span context
+        self.inbox: list[tuple[str, str]] = []
+        self.worker: asyncio.Task[None] | None = None
+        self.busy = False
+        self.last_touched = self.created_at = daemon.clock.now()
+        self.saved_seq = 0  # the newest seq in the host's store
+        self.tokens_in = 0
+        self.tokens_out = 0
+        self.turns = 0
+
+    # --- frames -----------------------------------------------------------
+
+    def touch(self) -> None:
+        self.last_touched = self.daemon.clock.now()
+
+    def _fanout(self, frame: bytes) -> None:
+        self.touch()
+        for subscriber in list(self.subscribers):
+            queue = subscriber.queue
+            if subscriber.blocked and queue.qsize() >= SUBSCRIBER_QUEUE_LIMIT:
+                # broadcaster.send: a full channel drops the subscriber and this frame;
+                # what it has queued is still written, then its stream ends.
+                self.subscribers.discard(subscriber)
+                queue.put_nowait(_CLOSE)
+            else:
+                queue.put_nowait(frame)
+
+    def publish(self, event: str, payload: dict[str, Any]) -> None:
+        self._fanout(encode_sse(event, payload))
+
+    def publish_agent(self, event: AgentEvent) -> AgentFrame:
+        # One counter across the host, as the daemon's event log numbers every session's
+        # events: a session's seqs increase but neither start at 1 nor run contiguously.
+        self.seq = next(self.daemon._seqs)
+        self.daemon._reserve_seqs(self.seq)
+        frame = AgentFrame(seq=self.seq, event=event)
+        data = encode_sse("agent", frame.to_dict())
+        self.log.append((self.seq, data))
+        self._fanout(data)
+        return frame
+
+    async def call_peer(self, peer: str, prompt: str) -> dict[str, Any]:
+        return await self.daemon.call_peer(peer, prompt)
+
+    def subscribe(self) -> _Subscriber:
+        subscriber = _Subscriber()
+        self.subscribers.add(subscriber)
+        return subscriber
+
+    def unsubscribe(self, subscriber: _Subscriber) -> None:
+        self.subscribers.discard(subscriber)
+
+    def drop_streams(self) -> None:
+        for subscriber in list(self.subscribers):
+            subscriber.queue.put_nowait(_CLOSE)
+        self.subscribers.clear()
+
+    # --- turns ------------------------------------------------------------
+
+    def enqueue(self, message: str, wake: bool = True) -> str:
+        """Queue `message`; with `wake`, start draining the inbox. Returns the entry's id."""
+        prompt_id = str(uuid.uuid4())
+        self.publish(
+            "inbox", {"state": "queued", "prompt_id": prompt_id, "queued_at": rfc3339(time.time())}
+        )
+        self.inbox.append((prompt_id, message))
+        if len(self.inbox) > INBOX_CAP:
+            # As the daemon's inbox.push: drop the oldest, whether it was queued to wake or
+            # not, so a stuck turn cannot grow the inbox; the inject is still answered 200.
+            # Its id is logged, not its text (that is the caller's, not the host log's).
+            dropped, _ = self.inbox.pop(0)
+            self.inject_spans.pop(dropped, None)
+            _log.warning(
+                "AgentHost %r: session %s inbox cap (%d) exceeded, dropped the oldest message "
+                "(prompt_id=%s)",
+                self.daemon.name,
+                self.session_id,
+                INBOX_CAP,
+                dropped,
+            )
+        span_context = inject_span_context()  # the inject's SERVER span: the turn links it
+        if span_context is not None:
+            self.inject_spans[prompt_id] = span_context
+        if wake:
+            self.wake()
+        return prompt_id
+
+    def wake(self) -> None:
+        if self.inbox and (self.worker is None or self.worker.done()):
+            self.worker = asyncio.get_running_loop().create_task(self._work())
+            self.daemon._tasks.add(self.worker)
+            self.worker.add_done_callback(self.daemon._tasks.discard)
+
+    async def _work(self) -> None:
+        while self.inbox:
+            # Everything queued by now drains into one turn, as on a daemon.
+            drained, self.inbox = self.inbox, []
+            self.busy = True
+            try:
+                await self._turn(drained)
+            finally:
+                self.busy = False
+                self.touch()
+                if not self.daemon.store.temporary:
+                    self.save()  # a named store is written as turns end: it outlives the host
+
+    async def _turn(self, drained: list[tuple[str, str]]) -> None:
+        started = time.perf_counter()
+        for entry_id, _ in drained:
+            self.publish("inbox", {"state": "dequeued", "prompt_id": entry_id})
+        messages = [m for _, m in drained]
+        # A daemon runs every turn as Run("") (wakeloop.go), so prependInboxMessages frames
+        # the drained batch as the [Inbox] bundle whether it holds one message or several.
+        framed = inbox_block(messages)
+        prompt = messages[0] if len(messages) == 1 else framed
+        # The turn's own id, minted now: not the id any inject answered with.
+        prompt_id = str(uuid.uuid4())
+        model = self.daemon.model
+        self.publish("status-update", {"model": model, "turn_state": "streaming"})
+        invocation = f"inv-{secrets.token_hex(4)}"
+        self.publish_agent(
+            AgentEvent(
+                content=Content(role="user", parts=(Part(text=framed),)),
+                id=f"u-{uuid.uuid4()}",
+                timestamp=rfc3339(time.time()),
+                invocation_id=invocation,
+                author="user",
+            )
+        )
+        turn = Turn(
+            self,
+            agent=self.daemon.name,
+            prompt=prompt,
+            prompt_id=prompt_id,
+            invocation_id=invocation,
+            messages=messages,
+            model_prompt=framed,
+        )
+        last_turn = None
+        try:
+            injects = [self.inject_spans.pop(entry_id, None) for entry_id, _ in drained]
+            last_turn = await self._run(turn, framed, started, injects)
+        finally:
+            self.publish("status-update", {"turn_state": "idle"})
+        if last_turn is not None:
+            # After idle, as the daemon's tracker reports the finished turn (protocol.md).
+            self.publish("usage-update", {**self.usage(), "last_turn": last_turn})
+
+    async def _run(
+        self, turn: Turn, prompt: str, started: float, injects: list[Any]
+    ) -> dict[str, Any] | None:
+        """Run the agent; the finished turn's `last_turn` usage, or None when it did not finish."""
+        with turn_span(
+            self.daemon.name,
+            self.session_id,
+            turn.prompt_id,
+            injects,
+            propagate=self.daemon.propagate_trace,
+        ) as span:
+            try:
+                await run_turn(self.daemon, turn)
+            except TurnFailed as exc:
+                span.fail("TurnFailed", str(exc))
+                return None
+            except TurnAbandoned:
+                return None
+            except Exception as exc:  # a behaviour bug is the peer's turn error, as on a daemon
+                message = f"behaviour raised {exc!r}"
+                span.fail(type(exc).__name__, message)
+                self.publish(
+                    "turn-error", {"kind": "unknown", "message": message, "retryable": False}
+                )
+                if self.daemon.on_agent_error is not None:
+                    self.daemon.on_agent_error(exc)
+                return None
+        tokens_in = turn.tokens_in if turn.tokens_in is not None else max(1, len(prompt) // 4)
+        self.tokens_in += tokens_in
+        self.tokens_out += turn.tokens_out
+        self.turns += 1
+        # No cost_usd: the daemon leaves it out and the next usage-update carries cost.
+        self.publish(
+            "turn-complete",
+            {
+                "prompt_id": turn.prompt_id,
+                "model": self.daemon.model,
+                "tokens_in": tokens_in,
+                "tokens_out": turn.tokens_out,
+                "latency_ms": int((time.perf_counter() - started) * 1000),
+            },
+        )
+        return {
+            "tokens_in": tokens_in,
+            "tokens_out": turn.tokens_out,
+            "cost_usd": 0.0,
+            "model": self.daemon.model,
+        }
+
+    def usage(self) -> dict[str, Any]:
+        return {
+            "tokens_in_total": self.tokens_in,
+            "tokens_out_total": self.tokens_out,
+            "cost_usd_total": 0.0,
+            "turns_total": self.turns,
+        }
+
+    def save(self) -> None:
+        """Write this session's row and its events not yet stored (off the loop, in order)."""
+        unsaved = [(seq, data) for seq, data in self.log if seq > self.saved_seq]
+        self.daemon.store.put(
+            StoredSession(
+                app=self.app,
+                session_id=self.session_id,
+                user=self.user,
+                viewers=self.viewers,
+                contributors=self.contributors,
+                created_at=self.created_at,
+                last_touched=self.last_touched,
+                tokens_in=self.tokens_in,
+                tokens_out=self.tokens_out,
+                turns=self.turns,
+            ),
+            unsaved,
+        )
+        self.saved_seq = self.seq
+
+    async def close(self) -> None:
+        """Free the session: stop its turn and end its streams."""
+        self.drop_streams()
+        self.inbox.clear()
+        self.inject_spans.clear()
+        worker, self.worker = self.worker, None
+        if worker is not None and not worker.done():
+            worker.cancel()
+            await asyncio.gather(worker, return_exceptions=True)
+        self.log.clear()
+
+    def row(self) -> dict[str, Any]:
+        return _listed(self.app, self.user, self.session_id, "active", self.last_touched)
+
+
+def _listed(app: str, user: str, sid: str, status: str, touched: float) -> dict[str, Any]:
+    """A `GET /sessions` row: "active" in memory, "idle" in the store only (`listSessions`)."""
+    return {
+        "app": app,
+        "user": user,
+        "sessionID": sid,
+        # Every session has an event log, on a daemon too (the store's rows were made so).
+        "has_event_log": True,
+        "status": status,
+        "last_touched_at": rfc3339(touched),
+    }
