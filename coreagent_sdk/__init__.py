@@ -58,6 +58,7 @@ from ._runtime_cache import (
     RuntimeCache,
 )
 from ._sse import MAX_EVENT_BYTES, MAX_LINE_BYTES
+from ._steps import TurnStep
 from ._transport import ASGITransport, RoutingTransport
 from ._wire import (
     PROTOCOL_VERSION,
@@ -153,6 +154,7 @@ __all__ = [
     "TURN_ERROR_KINDS",
     "TurnComplete",
     "TurnError",
+    "TurnStep",
     "UsageUpdate",
     "Wake",
     "WhoAmI",

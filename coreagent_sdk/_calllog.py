@@ -4,8 +4,12 @@ The invariant: one `CallRecord` per call, keyed by the event's `call_id`, so
 many concurrent calls to the same peer never mix. A record only moves
 forward (running, then finished, truncated or failed) and the log is
 bounded: past `max_records` the oldest finished records are dropped, never
-a running one. The log itself is plain Python: widgets and plots read it,
-and neither is imported here.
+a running one. What a turn did inside (its model rounds and tool calls, as
+`TurnStep`s) is bounded twice: `MAX_STEPS_PER_CALL` per record (the rest
+counted in ``steps_dropped``) and ``max_steps`` in the whole log (past it the
+oldest finished records lose their steps first, and count them dropped).
+The log itself is plain Python: widgets and plots read it, and neither is
+imported here.
 
 Sync calls run on worker threads (run_sync, or a user's ThreadPoolExecutor),
 so events arrive from any thread while a notebook reads the log: every write
@@ -26,8 +30,12 @@ import attrs
 from . import _display
 from ._call_peer import CallPeerEvent
 from ._calltree import CallTree
+from ._steps import TurnStep
 
-__all__ = ["CallLog", "CallRecord"]
+__all__ = ["MAX_STEPS_PER_CALL", "CallLog", "CallRecord"]
+
+MAX_STEPS_PER_CALL = 256
+"""Steps one record keeps; a turn past it counts the rest in `CallRecord.steps_dropped`."""
 
 _DONE = frozenset({"finished", "truncated", "failed"})
 
@@ -55,6 +63,10 @@ class CallRecord:
         parent: The ``call_id`` of the call whose turn made this one (a delegation's
             sub-call), or None for a call from outside (a notebook, an application);
             a simulated fleet's `calls` log fills it in.
+        steps: What the called turn did inside (`TurnStep`s: model rounds, tool calls,
+            errors), oldest first, when someone recorded it (a simulated fleet does).
+        steps_dropped: Steps not kept: past `MAX_STEPS_PER_CALL`, or dropped to keep
+            the log's ``max_steps``.
     """
 
     call_id: int
@@ -70,30 +82,43 @@ class CallRecord:
     error_type: str | None = None
     error: str | None = None
     parent: int | None = None
+    steps: tuple[TurnStep, ...] = ()
+    steps_dropped: int = 0
 
 
 class CallLog:
     """Collects `CallPeerEvent`s into `CallRecord`s: pass ``on_event=log.on_event``.
 
-    ``max_records`` bounds memory (the oldest finished calls go first);
-    ``timer`` gives monotonic seconds (default `time.perf_counter`).
+    ``max_records`` bounds memory (the oldest finished calls go first), and
+    ``max_steps`` the steps kept in all records together; ``timer`` gives
+    monotonic seconds (default `time.perf_counter`).
     Listeners added with `subscribe` run after each event (widgets use this),
     on the thread that delivered it. Safe to feed from many threads and read
     from others at once.
 
     Attributes:
         max_records: How many records the log keeps at most.
+        max_steps: How many steps (`TurnStep`) all records keep together at most.
+        epoch: The wall-clock time (Unix seconds) of the log's time 0.
         events: How many events the log has received.
     """
 
     def __init__(
-        self, *, max_records: int = 10_000, timer: Callable[[], float] = time.perf_counter
+        self,
+        *,
+        max_records: int = 10_000,
+        max_steps: int = 100_000,
+        timer: Callable[[], float] = time.perf_counter,
     ) -> None:
-        if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1:
-            raise ValueError(f"call_log: max_records must be a positive int, got {max_records!r}")
+        for name, value in (("max_records", max_records), ("max_steps", max_steps)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"call_log: {name} must be a positive int, got {value!r}")
         self.max_records = max_records
+        self.max_steps = max_steps
         self._timer = timer
         self._origin = timer()
+        self.epoch = time.time()
+        self._steps = 0  # steps kept in all records together
         self._records: OrderedDict[int, CallRecord] = OrderedDict()
         self._lock = threading.Lock()
         # Replaced, never mutated: on_event reads it without copying.
@@ -143,10 +168,56 @@ class CallLog:
         """Forget every record (listeners stay subscribed)."""
         with self._lock:
             self._records.clear()
+            self._steps = 0
 
     def tree(self) -> CallTree:
         """The records arranged by parent call: a delegation tree per top-level call."""
-        return CallTree(tuple(self.records()))
+        return CallTree(tuple(self.records()), epoch=self.epoch)
+
+    def on_step(self, call_id: int, step: TurnStep) -> None:
+        """Record `step` (just ended) as something call ``call_id``'s turn did; any thread.
+
+        A step for a call the log does not hold (never seen, or already
+        dropped) is ignored. Listeners then get a `CallPeerEvent` of kind
+        ``step`` for the call.
+        """
+        with self._lock:
+            record = self._records.get(call_id)
+            if record is None:
+                return
+            now = self._timer() - self._origin
+            if self._steps >= self.max_steps:
+                self._shed_steps(keep=call_id)
+                record = self._records[call_id]
+            if len(record.steps) >= MAX_STEPS_PER_CALL or self._steps >= self.max_steps:
+                record = attrs.evolve(record, steps_dropped=record.steps_dropped + 1)
+            else:
+                stamped = attrs.evolve(step, started=now - step.duration_ms / 1000)
+                record = attrs.evolve(record, steps=(*record.steps, stamped))
+                self._steps += 1
+            self._records[call_id] = record
+            listeners = self._listeners
+            self.events += 1
+        event = CallPeerEvent("step", record.tool, record.peer, record.session_id, call_id=call_id)
+        for listener in listeners:
+            listener(event)
+
+    def _shed_steps(self, keep: int) -> None:
+        # Room for one more step: the oldest finished records give up their steps first;
+        # then, if only running calls hold steps, the oldest of those (never `keep`, the one
+        # being written to: a single turn past max_steps drops its own newest steps instead).
+        for finished_only in (True, False):
+            for call_id, record in list(self._records.items()):
+                if self._steps < self.max_steps:
+                    return
+                if not record.steps or call_id == keep:
+                    continue
+                if finished_only and record.state not in _DONE:
+                    continue
+                self._steps -= len(record.steps)
+                self._records[call_id] = attrs.evolve(
+                    record, steps=(), steps_dropped=record.steps_dropped + len(record.steps)
+                )
 
     def on_event(self, event: CallPeerEvent, *, parent: int | None = None) -> None:
         """The hook to give a `CallPeer` (``on_event=log.on_event``); any thread may call it.
@@ -203,4 +274,4 @@ class CallLog:
                 if len(doomed) == excess:
                     break
         for call_id in doomed:
-            del self._records[call_id]
+            self._steps -= len(self._records.pop(call_id).steps)

@@ -6,6 +6,10 @@ sits under its parent when the parent is in the same snapshot; otherwise
 it is a root. Parent ids come from a fleet's bookkeeping but a log can be fed
 by hand, so a cycle of parent ids is possible: the walk is iterative and
 shows a record reached twice only once, so it cannot loop or recurse deep.
+
+Inside a call, its turn's steps (model rounds, tool calls) come in order,
+and each sub-call sits under the ``call_peer`` step that made it (matched by
+peer and session); a sub-call no step claims follows the steps.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from . import _display
 
 if TYPE_CHECKING:
     from ._calllog import CallRecord
+    from ._steps import TurnStep
 
 __all__ = ["CallTree"]
 
@@ -34,9 +39,12 @@ class CallTree:
 
     Attributes:
         records: The calls the tree arranges (`CallRecord`s), in any order.
+        epoch: The wall-clock time (Unix seconds) of the records' time 0, when known
+            (a `CallLog`'s tree knows it); spans exported from the tree use it.
     """
 
     records: tuple[CallRecord, ...]
+    epoch: float | None = attrs.field(default=None, kw_only=True)
 
     def __repr__(self) -> str:
         return _display.tree_text(self)
@@ -59,6 +67,21 @@ class CallTree:
     def children(self, call_id: int) -> list[CallRecord]:
         """The calls that call ``call_id``'s turn made, oldest first."""
         return list(self._children().get(call_id, []))
+
+    def inside(
+        self, call_id: int
+    ) -> tuple[list[tuple[TurnStep, list[CallRecord]]], list[CallRecord]]:
+        """What call ``call_id``'s turn did: its steps, each with the sub-calls it made, in order.
+
+        A ``call_peer`` step claims the sub-call to its peer whose session it
+        names; the second part is the sub-calls no step claims (a behaviour
+        that calls peers without recording steps), oldest first.
+        """
+        record = next((r for r in self.records if r.call_id == call_id), None)
+        kids = self.children(call_id)
+        if record is None:
+            return [], kids
+        return claim(record, kids)
 
     def walk(self) -> Iterator[tuple[str, CallRecord]]:
         """Depth first, roots oldest first: ``(prefix, record)``, the prefix drawing the branches.
@@ -102,3 +125,22 @@ class CallTree:
         for prefix, _ in self.walk():
             deepest = max(deepest, len(prefix) // 4 + 1)
         return deepest
+
+
+def claim(
+    record: CallRecord, kids: Sequence[CallRecord]
+) -> tuple[list[tuple[TurnStep, list[CallRecord]]], list[CallRecord]]:
+    """`record`'s steps, each with the sub-calls (of `kids`) it made; then the unclaimed kids."""
+    by_session = {(k.peer, k.session_id): k for k in kids if k.session_id}
+    claimed: set[int] = set()
+    steps: list[tuple[TurnStep, list[CallRecord]]] = []
+    # In the order they started: parallel tool calls are reported as each one ends.
+    for step in sorted(record.steps, key=lambda s: s.started):
+        made: list[CallRecord] = []
+        if step.kind == "tool" and step.session_id:
+            kid = by_session.get((step.peer, step.session_id))
+            if kid is not None and kid.call_id not in claimed:
+                claimed.add(kid.call_id)
+                made.append(kid)
+        steps.append((step, made))
+    return steps, [k for k in kids if k.call_id not in claimed]

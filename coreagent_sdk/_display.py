@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ._calltree import CallTree
     from ._directory import Peer
     from ._runtime_cache import CacheStats, RuntimeCache
+    from ._steps import TurnStep
 
 __all__ = [
     "CacheState",
@@ -348,35 +349,148 @@ def _plain(name: str) -> str:
     return shown + ("..." if len(name) > _TEXT_CHARS else "")
 
 
+def _inside(record: CallRecord) -> str:
+    """What a call's turn did, in a few words: its steps by kind and its model's tokens."""
+    if not record.steps and not record.steps_dropped:
+        return ""
+    counts: dict[str, int] = {}
+    tokens = 0
+    for step in record.steps:
+        counts[step.kind] = counts.get(step.kind, 0) + 1
+        tokens += (step.input_tokens or 0) + (step.output_tokens or 0)
+    words = {"chat": "model round", "tool": "tool call", "error": "error"}
+    parts = [
+        f"{n} {words[k]}{'s' if n != 1 else ''}" for k, n in sorted(counts.items()) if k in words
+    ]
+    if tokens:
+        parts.append(f"{tokens:,} tokens")
+    if record.steps_dropped:
+        parts.append(f"{record.steps_dropped:,} steps not kept")
+    return ", ".join(parts)
+
+
 def tree_text(tree: CallTree) -> str:
     lines = [f"CallTree: {_tree_summary(tree)}"]
     walked = list(tree.walk())
     for prefix, r in walked[:_SHOWN_ROWS]:
-        extra = " ".join(x for x in (_duration(r), r.error_type or "") if x)
+        inside = _inside(r)
+        extra = " ".join(
+            x for x in (_duration(r), r.error_type or "", f"({inside})" if inside else "") if x
+        )
         lines.append(f"{prefix}{_plain(r.peer)} {r.state}{' ' + extra if extra else ''}")
     if len(walked) > _SHOWN_ROWS:
         lines.append(f"... and {len(walked) - _SHOWN_ROWS:,} more calls not shown")
     return "\n".join(lines)
 
 
-def tree_html(tree: CallTree) -> str:
-    rows = [
-        (
-            # The branches are plain text in a monospace span: escaped like the peer's name.
-            f'<span style="font-family:monospace;white-space:pre">{_e(prefix)}</span>{_e(r.peer)}',
-            _badge(r.state, _COLOURS.get(r.state, "#57606a")),
-            _e(_duration(r)),
-            "" if r.response_bytes is None else _e(f"{r.response_bytes:,}"),
-            "yes" if r.truncated else "",
-            _e(r.error_type or ""),
-            _e(r.call_id),
-        )
-        for prefix, r in tree.walk()
+_DETAILS = "margin:1px 0 1px 1.1em"
+_SUMMARY = "cursor:pointer;white-space:nowrap;overflow:hidden;text-overflow:ellipsis"
+_STEP_TEXT = (
+    "white-space:pre-wrap;word-break:break-word;background:#f6f8fa;border-radius:3px;"
+    "padding:2px 6px;margin:2px 0 2px 1.1em"
+)
+_MUTED = "color:#57606a"
+_KIND_COLOURS = {"chat": "#8250df", "tool": "#0969da", "error": "#cf222e"}
+
+
+def _call_summary(record: CallRecord) -> str:
+    bits = [
+        f'<span style="font-weight:600">{_e(record.peer)}</span>',
+        _badge(record.state, _COLOURS.get(record.state, "#57606a")),
     ]
-    return table_html(
-        ("call", "state", "duration", "bytes", "truncated", "error", "id"),
-        rows,
-        title=f"CallTree: {_tree_summary(tree)}",
-        note="each call under the call whose turn made it; oldest first",
-        raw_columns=frozenset(range(7)),
+    facts = [
+        _duration(record),
+        "" if record.response_bytes is None else f"{record.response_bytes:,} bytes",
+        "truncated" if record.truncated else "",
+        record.error_type or "",
+        _inside(record),
+        f"call {record.call_id}",
+    ]
+    bits.append(f'<span style="{_MUTED}">{_e(" · ".join(f for f in facts if f))}</span>')
+    return " ".join(bits)
+
+
+def _step_summary(step: TurnStep) -> str:
+    label = {"chat": "model", "tool": "tool", "error": "error"}.get(step.kind, step.kind)
+    name = step.name if not step.peer else f"{step.name} → {step.peer}"
+    facts = [f"{step.duration_ms:,} ms" if step.kind != "error" else ""]
+    if step.input_tokens is not None or step.output_tokens is not None:
+        facts.append(f"{step.input_tokens or 0:,} in / {step.output_tokens or 0:,} out tokens")
+    if step.error is not None and step.kind != "error":
+        facts.append("failed")
+    shown = " · ".join(f for f in facts if f)
+    return f"{_badge(label, _KIND_COLOURS.get(step.kind, '#57606a'))} {_e(name)}" + (
+        f' <span style="{_MUTED}">{_e(shown)}</span>' if shown else ""
     )
+
+
+def _step_body(step: TurnStep) -> str:
+    rows = []
+    for label, text in (("sent", step.sent), ("received", step.received), ("error", step.error)):
+        if text:
+            rows.append(
+                f'<div style="{_MUTED}">{label}</div><div style="{_STEP_TEXT}">{_e(text)}</div>'
+            )
+    return "".join(rows)
+
+
+def tree_html(tree: CallTree) -> str:
+    """Each call a collapsed `<details>`: open one to see its turn's steps and sub-calls.
+
+    Built with an explicit stack (a tree thousands deep cannot recurse), and
+    bounded to `_SHOWN_ROWS` calls; there is no script, so a saved notebook and
+    the docs open each level the same way.
+    """
+    from ._calltree import claim
+
+    children = tree._children()
+    out = [
+        f'<div style="{_BOX}">',
+        f'<div style="{_TITLE}">CallTree: {_e(_tree_summary(tree))}</div>',
+    ]
+    seen: set[int] = set()
+    shown = 0
+    # Work items: a call to open, a step (with the sub-calls it made) or a closing tag.
+    stack: list[tuple[str, Any]] = [("call", r) for r in reversed(children.get(None, []))]
+    if not stack and tree.records:  # every record is in a cycle: start anywhere
+        stack = [("call", min(tree.records, key=lambda r: (r.started, r.call_id)))]
+    while stack:
+        kind, item = stack.pop()
+        if kind == "close":
+            out.append("</details>")
+            continue
+        if kind == "step":
+            step, made = item
+            out.append(
+                f'<details style="{_DETAILS}"><summary style="{_SUMMARY}">'
+                f"{_step_summary(step)}</summary>{_step_body(step)}"
+            )
+            stack.append(("close", None))
+            stack.extend(("call", k) for k in reversed(made))
+            continue
+        record = item
+        if record.call_id in seen:
+            continue
+        seen.add(record.call_id)
+        if shown >= _SHOWN_ROWS:
+            continue
+        shown += 1
+        out.append(
+            f'<details style="{_DETAILS}"><summary style="{_SUMMARY}">'
+            f"{_call_summary(record)}</summary>"
+        )
+        steps, rest = claim(record, children.get(record.call_id, []))
+        stack.append(("close", None))
+        stack.extend(("call", k) for k in reversed(rest))
+        stack.extend(("step", pair) for pair in reversed(steps))
+    hidden = len(tree.records) - shown
+    note = (
+        "each call under the call whose turn made it, oldest first; open a call to see what "
+        "its turn did (model rounds, tool calls) and the calls it made"
+    )
+    if not tree.records:
+        note = "no calls yet"
+    elif hidden > 0:
+        note += f"; {hidden:,} more calls not shown"
+    out.append(f'<div style="{_NOTE}">{_e(note)}</div></div>')
+    return "".join(out)

@@ -21,7 +21,9 @@ How each side holds it:
   `CallPeer` of the user's own), starts one, its parent read from the same
   context variable (which reaches an in-process callee through the request's
   task; over sockets such a caller's calls are roots). The wrapper then sets
-  the variable to its own record for the behaviour's sub-calls.
+  the variable to its own record for the behaviour's sub-calls, and points
+  the turn's ``on_step`` at the record, so a model-driven peer's rounds and
+  tool calls land on it as `TurnStep`s.
 
 Bounded: the log keeps its newest `max_records` calls and the session map as
 many; records of callers the fleet never saw take negative ids, so they never
@@ -105,6 +107,8 @@ class CallRecorder:
                     parent=self._parent(),
                 )
             token = _turn.set((self, call_id))
+            # What the turn does inside (model rounds, tools, its error) goes on its record.
+            turn.on_step = functools.partial(self.log.on_step, call_id)
             started = time.perf_counter()
             try:
                 await behavior(turn)

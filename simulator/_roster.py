@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from coreagent_sdk.host import ModelAgent
 from coreagent_sdk.host import fleet_html as _fleet_html
 
 if TYPE_CHECKING:
@@ -24,6 +25,14 @@ _HUB = "hub"
 
 
 def _behavior_name(behavior: object) -> str:
+    # The fleet records every turn through a wrapper: name what it wraps.
+    for _ in range(8):  # bounded: a wrapper of a wrapper, never a cycle
+        inner = getattr(behavior, "__wrapped__", None)
+        if inner is None:
+            break
+        behavior = inner
+    if isinstance(behavior, ModelAgent):  # a model-driven peer: which model drives it
+        return f"model: {behavior.model_name}"
     # Behaviours are closures made by a factory: "reply.<locals>.run" reads as "reply".
     qualname = getattr(behavior, "__qualname__", "") or type(behavior).__name__
     return qualname.split(".<locals>", 1)[0]
@@ -42,7 +51,8 @@ class RosterEntry:
         name: The peer's name.
         endpoint: The in-process base URL it registered (``http://<name>.sim``).
         labels: Its labels.
-        behavior: What its turns do (the behaviour's name, such as ``narrate``).
+        behavior: What its turns do: the behaviour's name, such as ``narrate``, or for
+            a model-driven peer its model, such as ``model: gpt-4o-mini``.
         state: live (registered) or expired (not listed).
         lease_left: Seconds until its lease lapses; None when not registered.
         heartbeat: False for a peer added with ``heartbeat=False``.

@@ -84,16 +84,21 @@ def test_a_deep_tree_is_walked_without_recursion() -> None:
     assert tree.depth() == 5_000
 
 
-def test_the_tree_shows_as_an_indented_table_with_what_peers_said_escaped() -> None:
+def test_the_tree_shows_each_call_collapsed_under_its_caller_with_what_peers_said_escaped() -> None:
     log = _log([(1, "<b>boss</b>", None), (2, "<i>w</i>", 1)])
     log.on_event(
         CallPeerEvent("failed", "call_peer", "x", call_id=3, error_type="<script>"), parent=2
     )
     page = Page(log.tree()._repr_html_())
     assert "CallTree: 3 calls in 1 tree (failed 1, finished 2)" in page.text
-    assert [row[0] for row in page.rows[1:]] == ["<b>boss</b>", "└── <i>w</i>", "└── x"]
-    assert page.rows[3][1] == "failed" and page.rows[3][5] == "<script>"
-    assert not {"b", "i", "script"} & set(page.tags)
+    assert [(depth, text.split(" ")[0]) for depth, text in page.summaries] == [
+        (1, "<b>boss</b>"),
+        (2, "<i>w</i>"),
+        (3, "x"),
+    ]
+    assert "<script>" in page.summaries[2][1] and "failed" in page.summaries[2][1]
+    assert page.opened == 0, "every level starts collapsed"
+    assert not {"b", "i", "script"} & set(page.tags) and page.balanced
 
 
 def test_an_empty_tree_says_so() -> None:

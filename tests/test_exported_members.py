@@ -82,6 +82,7 @@ SDK = {
     "TURN_ERROR_KINDS",
     "TurnComplete",
     "TurnError",
+    "TurnStep",
     "UsageUpdate",
     "Wake",
     "WhoAmI",

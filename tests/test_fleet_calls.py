@@ -131,7 +131,9 @@ async def test_a_live_tree_view_of_the_fleet_shows_the_tree_when_displayed() -> 
     await fleet.call_peer(timeout=10).acall(peer="region", prompt="pods?")
     bundle = view._repr_mimebundle_()
     page = Page(bundle["text/html"])
-    assert [row[0] for row in page.rows[1:]] == [(p + n).strip() for p, n in REGION_TREE]
+    assert [(depth, text.split(" ")[0]) for depth, text in page.summaries] == [
+        (len(prefix) // 4 + 1, name) for prefix, name in REGION_TREE
+    ]
     assert "7 calls in 1 tree (finished 7)" in bundle["text/plain"]
     view.close()
     await fleet.aclose()

@@ -410,20 +410,20 @@ def test_the_trees_notebook_shows_the_tree_displays_its_values_and_closes_its_fl
     assert not any("print(" in c.source for c in code)  # it displays, as the others do
     assert "aclose()" in code[-1].source and "replayed" in code[-1].source
     trees = [
-        Page("".join(o.data["text/html"])).rows
+        Page("".join(o.data["text/html"])).summaries
         for c in code
         for o in c.outputs
         if "".join(o.get("data", {}).get("text/plain", "")).startswith("CallTree: 7 calls")
     ]
     assert trees, "the first tree is shown as a tree"
-    assert [row[0] for row in trees[0][1:]] == [
-        "region",
-        "├── zone-a",
-        "│   ├── node-a1",
-        "│   └── node-a2",
-        "└── zone-b",
-        "├── node-b1",  # the leading spaces are the cell's own: a parser strips them
-        "└── node-b2",
+    assert [(depth, text.split(" ")[0]) for depth, text in trees[0]] == [
+        (1, "region"),
+        (2, "zone-a"),
+        (3, "node-a1"),
+        (3, "node-a2"),
+        (2, "zone-b"),
+        (3, "node-b1"),
+        (3, "node-b2"),
     ]
 
 
@@ -441,20 +441,16 @@ def test_the_model_fleet_notebook_routes_by_name_and_shows_the_slow_and_the_cut_
         "logs: ERROR disk latency high on node-3 (truncated)\n"
     ) in printed
     trees = [
-        Page("".join(o.data["text/html"])).rows
+        Page("".join(o.data["text/html"])).summaries
         for c in code
         for o in c.outputs
         if "".join(o.get("data", {}).get("text/plain", "")).startswith("CallTree: 6 calls")
     ]
     assert trees, "the tree of the first two questions is shown"
-    assert [row[0] for row in trees[0][1:]] == [
-        "router",
-        "└── storage",
-        "router",
-        "├── storage",
-        "├── compute",
-        "└── logs",
-    ]
+    calls = [(d, t.split(" ")[0]) for d, t in trees[0] if t.split(" ")[0] not in ("model", "tool")]
+    # Each specialist under the router's call_peer step that asked it (the three at once).
+    assert calls[:3] == [(1, "router"), (3, "storage"), (1, "router")]
+    assert sorted(calls[3:]) == [(3, "compute"), (3, "logs"), (3, "storage")]
     used = re.findall(r"^(\w+) +in +(\d+) +out +(\d+)$", printed, re.MULTILINE)
     assert [name for name, _, _ in used] == ["router", "storage", "compute", "logs"]
     assert all(int(i) > 0 and int(o) > 0 for _, i, o in used)

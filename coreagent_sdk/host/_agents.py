@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
+from coreagent_sdk._steps import TurnStep, report
 from coreagent_sdk._wire import (
     AgentEvent,
     AgentFrame,
@@ -85,6 +88,9 @@ class Turn:
             persona, skills and secrets), leased for this turn; None when the host has
             no runtimes.
         tokens_in: Input tokens a model reported (`add_usage`); None: the host estimates them.
+        on_step: Called with each `TurnStep` the turn takes (a model round, a tool call,
+            its error) when someone records the turn (a simulated fleet's `calls` does);
+            None: nothing is recorded.
     """
 
     def __init__(
@@ -108,6 +114,7 @@ class Turn:
         self.tokens_out = 0
         self.runtime: Any = None
         self.tokens_in: int | None = None
+        self.on_step: Callable[[TurnStep], None] | None = None
 
     def add_usage(self, input_tokens: int, output_tokens: int) -> None:
         """Count tokens a model reported: `turn-complete` then carries these, not estimates."""
@@ -228,9 +235,7 @@ class Turn:
             ]
         )
         await asyncio.sleep(0)
-        responses = list(
-            await asyncio.gather(*(self._session.call_peer(peer, asked) for peer, asked in calls))
-        )
+        responses = list(await asyncio.gather(*(self._call(peer, asked) for peer, asked in calls)))
         self._event(
             [
                 Part(
@@ -245,6 +250,26 @@ class Turn:
         await asyncio.sleep(0)
         return responses
 
+    async def _call(self, peer: str, prompt: str) -> dict[str, Any]:
+        started = time.perf_counter()
+        response = await self._session.call_peer(peer, prompt)
+        if self.on_step is not None:
+            said = response.get("response", "") if "error" not in response else ""
+            report(
+                self,
+                TurnStep(
+                    "tool",
+                    CALL_PEER_TOOL,
+                    duration_ms=int((time.perf_counter() - started) * 1000),
+                    sent=json.dumps({"peer": peer, "prompt": prompt}, ensure_ascii=False),
+                    received=said if isinstance(said, str) else json.dumps(said, default=str),
+                    error=None if "error" not in response else str(response["error"]),
+                    peer=peer,
+                    session_id=str(response.get("session_id", "")),
+                ),
+            )
+        return response
+
     async def error(
         self,
         kind: str,
@@ -258,6 +283,7 @@ class Turn:
             kind=kind, message=message, retryable=retryable, code=code, hint=hint
         )
         self._session.publish("turn-error", frame.to_dict())
+        report(self, TurnStep("error", kind, error=message))
         raise TurnFailed(message)
 
     def drop_streams(self) -> None:

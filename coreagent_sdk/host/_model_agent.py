@@ -31,6 +31,7 @@ from .._wire import AgentEvent, Content, FunctionCall, FunctionResponse, Part
 from ..models._protocol import Message, Model, ModelError, ModelReply, ToolCall, ToolSpec
 from ..models._tools import Skill, Tool
 from ._agents import CALL_PEER_TOOL, Turn
+from ._turn_steps import model_name, recorded_complete, recorded_tool
 
 __all__ = ["CALL_PEER_SPEC", "DEFAULT_MAX_PEER_CALLS", "DEFAULT_MAX_TOOL_ROUNDS", "ModelAgent"]
 
@@ -244,6 +245,11 @@ class ModelAgent:
         )
 
     @property
+    def model_name(self) -> str:
+        """The model's name for a person: its configured id (``gpt-4o-mini``), else its class."""
+        return model_name(self.model)
+
+    @property
     def tools(self) -> tuple[ToolSpec, ...]:
         """The tools the model is offered, `call_peer` first."""
         return self._specs
@@ -302,7 +308,7 @@ class ModelAgent:
 
     async def _ask(self, turn: Turn, messages: Sequence[Message]) -> ModelReply:
         try:
-            reply = await self.model.complete(tuple(messages), self._specs)
+            reply = await recorded_complete(turn, self.model, messages, self._specs)
         except ModelError as exc:
             await turn.error(
                 exc.kind,
@@ -362,7 +368,9 @@ class ModelAgent:
         async def run_local() -> list[dict[str, Any]]:
             if not local:
                 return []
-            done = list(await asyncio.gather(*(self._run_tool(c) for c in local)))
+            done = list(
+                await asyncio.gather(*(recorded_tool(turn, c, self._run_tool(c)) for c in local))
+            )
             await self._emit(
                 turn,
                 [
