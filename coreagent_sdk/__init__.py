@@ -60,6 +60,7 @@ from ._runtime_cache import (
 from ._sse import MAX_EVENT_BYTES, MAX_LINE_BYTES
 from ._steps import TurnStep
 from ._transport import ASGITransport, RoutingTransport
+from ._usage import TokenUsage, TurnUsage
 from ._wire import (
     PROTOCOL_VERSION,
     TURN_ERROR_KINDS,
@@ -154,7 +155,9 @@ __all__ = [
     "TURN_ERROR_KINDS",
     "TurnComplete",
     "TurnError",
+    "TokenUsage",
     "TurnStep",
+    "TurnUsage",
     "UsageUpdate",
     "Wake",
     "WhoAmI",

@@ -24,13 +24,18 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from . import _display
+from . import _display, _frames
 from ._call_peer import CallPeerEvent
 from ._calltree import CallTree
 from ._steps import TurnStep
+from ._usage import TokenUsage
+
+if TYPE_CHECKING:
+    from ._pricing import PriceTable
 
 __all__ = ["MAX_STEPS_PER_CALL", "CallLog", "CallRecord"]
 
@@ -173,6 +178,23 @@ class CallLog:
     def tree(self) -> CallTree:
         """The records arranged by parent call: a delegation tree per top-level call."""
         return CallTree(tuple(self.records()), epoch=self.epoch)
+
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame, one row per call, oldest first (needs the ``jupyter`` extra).
+
+        Columns: the record's fields, and what its turn did: ``model_rounds``,
+        ``tool_calls``, ``input_tokens``, ``output_tokens`` (<NA> for a turn no
+        model drove), ``steps_dropped``.
+        """
+        return _frames.calls_frame(self.records())
+
+    def usage(self, prices: PriceTable | None = None) -> TokenUsage:
+        """Tokens per turn and per agent, as the models reported them; priced by ``prices``.
+
+        ``prices`` is a `PriceTable`; a model it does not price is its `KeyError`.
+        ``.to_pandas(by="turn" | "agent")`` gives the table.
+        """
+        return TokenUsage.of(self.records(), prices)
 
     def on_step(self, call_id: int, step: TurnStep) -> None:
         """Record `step` (just ended) as something call ``call_id``'s turn did; any thread.

@@ -15,14 +15,16 @@ peer and session); a sub-call no step claims follows the steps.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from . import _display
+from . import _display, _frames
+from ._usage import TokenUsage
 
 if TYPE_CHECKING:
     from ._calllog import CallRecord
+    from ._pricing import PriceTable
     from ._steps import TurnStep
 
 __all__ = ["CallTree"]
@@ -67,6 +69,20 @@ class CallTree:
     def children(self, call_id: int) -> list[CallRecord]:
         """The calls that call ``call_id``'s turn made, oldest first."""
         return list(self._children().get(call_id, []))
+
+    def to_pandas(self, *, steps: bool = False) -> Any:
+        """A pandas DataFrame (needs the ``jupyter`` extra).
+
+        One row per call in the tree's order, each under its caller, with its
+        ``root`` call and ``depth`` (0 for a root) and `CallLog.to_pandas`'s
+        columns; with ``steps=True``, one row per step of every turn instead
+        (``kind``, ``name``, ``duration_ms``, tokens, ``sent``, ``received``).
+        """
+        return _frames.steps_frame(self) if steps else _frames.tree_frame(self)
+
+    def usage(self, prices: PriceTable | None = None) -> TokenUsage:
+        """Tokens per turn and per agent in this tree, priced by ``prices`` (`CallLog.usage`)."""
+        return TokenUsage.of(self.records, prices)
 
     def inside(
         self, call_id: int

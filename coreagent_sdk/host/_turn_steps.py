@@ -17,23 +17,36 @@ from typing import Any
 from .._steps import TurnStep, report
 from ..models._protocol import Message, Model, ModelReply, ToolCall, ToolSpec
 
-__all__ = ["model_name", "recorded_complete", "recorded_tool"]
+__all__ = ["configured_name", "model_name", "recorded_complete", "recorded_tool"]
 
 
-def model_name(model: object) -> str:
-    """A model's name for a person: its configured model id, else its class's name.
+def configured_name(model: object) -> str | None:
+    """The model id a model was configured with (``gpt-4o-mini``), or None when it has none.
 
     Wrappers that hold another model in ``.model`` (a recording) are looked through.
     """
-    seen = 0
-    while seen < 8:  # a wrapper of a wrapper...; bounded, for a model that holds itself
+    for _ in range(8):  # a wrapper of a wrapper...; bounded, for a model that holds itself
         inner = getattr(model, "model", None)
         if isinstance(inner, str) and inner:
             return inner
         if inner is None or isinstance(inner, str):
+            return None
+        model = inner
+    return None
+
+
+def model_name(model: object) -> str:
+    """A model's name for a person: its configured model id, else its class's name."""
+    return configured_name(model) or type(_innermost(model)).__name__
+
+
+def _innermost(model: object) -> object:
+    for _ in range(8):
+        inner = getattr(model, "model", None)
+        if inner is None or isinstance(inner, str):
             break
-        model, seen = inner, seen + 1
-    return type(model).__name__
+        model = inner
+    return model
 
 
 def _arguments(call: ToolCall) -> str:
@@ -86,7 +99,9 @@ async def recorded_complete(
             turn,
             TurnStep(
                 "chat",
-                reply.model or model_name(model),
+                # The name a price table knows: the configured id (a vendor answers with a
+                # dated one), else what the model calls itself ("scripted").
+                configured_name(model) or reply.model or model_name(model),
                 duration_ms=took,
                 sent=_sent(messages),
                 received=_received(reply),
