@@ -29,6 +29,7 @@ import coreagent_sdk.plots
 import coreagent_sdk.widgets
 import simulator
 import simulator.behaviors
+import simulator.experiments
 
 from .html_parse import Page
 
@@ -48,6 +49,7 @@ MODULES = [
     coreagent_sdk.plots,
     simulator,
     simulator.behaviors,
+    simulator.experiments,
 ]
 # The hosts pages once loaded scripts, styles and fonts from.
 CDN_HOSTS = (

@@ -11,6 +11,7 @@ import coreagent_sdk.host
 import coreagent_sdk.models
 import simulator
 import simulator.behaviors
+import simulator.experiments
 
 SDK = {
     "ASGITransport",
@@ -296,3 +297,33 @@ def test_the_private_import_check_sees_a_private_import(tmp_path: pathlib.Path) 
         ("coreagent_sdk._wire", "encode_sse"),
         ("coreagent_sdk.host", "Turn"),
     ]
+
+
+EXPERIMENTS = {
+    "INTERVAL",
+    "Budget",
+    "Case",
+    "Experiment",
+    "MaxDelegations",
+    "MaxDepth",
+    "NoisyModel",
+    "Outcome",
+    "Results",
+    "Scenario",
+    "ScenarioError",
+    "Scorer",
+    "Trial",
+    "answer_contains",
+    "arun",
+    "no_error",
+    "no_truncation",
+    "routed",
+    "run",
+    "run_trial",
+}
+
+
+def test_the_experiments_package_exports_exactly_the_pinned_names() -> None:
+    assert set(simulator.experiments.__all__) == EXPERIMENTS
+    for name in EXPERIMENTS:
+        assert hasattr(simulator.experiments, name), name

@@ -126,3 +126,20 @@ def test_what_is_not_a_rule_is_refused_with_the_way_to_write_one() -> None:
         ScriptedModel(delay=-1)
     with pytest.raises(ValueError, match="at least one"):
         when().ask_all()
+
+
+async def test_the_same_conversation_reports_the_same_usage_whatever_the_peers_timing() -> None:
+    # Experiments compare runs of the same trial: a call that took 99 ms or 100 ms, in another
+    # session, must not change the tokens the scripted model reports.
+    model = ScriptedModel(when("disk").ask("storage"))
+    usages = []
+    for duration, session in ((99, "s-1"), (100, "s-0002abcdef")):
+        messages = [Message.user("is the disk full?")]
+        reply = await model.complete(messages, TOOLS)
+        answered(
+            messages,
+            reply,
+            {"peer": "storage", "session_id": session, "response": "81%", "duration_ms": duration},
+        )
+        usages.append((await model.complete(messages, TOOLS)).usage)
+    assert usages[0] == usages[1]

@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 
 from ._protocol import Message, ModelError, ModelReply, ToolCall, ToolSpec, Usage
+from ._recorded import _steady
 
 __all__ = ["Rule", "ScriptState", "ScriptedModel", "when"]
 
@@ -217,7 +218,9 @@ class ScriptedModel:
                 kind="config_error",
                 retryable=False,
             )
-        used = sum(_estimate(m.text) for m in messages)
+        # A peer's session id and duration differ on every run: counted as recorded (as *),
+        # so the same conversation reports the same usage whatever its timing.
+        used = sum(_estimate(_steady(m)) for m in messages)
         if state.round >= len(rule.steps):
             return self._answer(state.render(rule.final), used)
         step = rule.steps[state.round]

@@ -1,0 +1,99 @@
+"""How `Results` look: a short text in a console, an HTML table in a notebook.
+
+Every string that came from a run (parameter values, case names, peer
+names, error kinds) goes through `html.escape` before it enters markup, and
+all markup is built here. Styles are inline, there is no script, and the
+table is bounded (`_SHOWN` settings, then a line saying how many more).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._results import Results
+
+__all__ = ["results_html", "results_text"]
+
+_SHOWN = 50
+_BOX = (
+    "font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;"
+    "border:1px solid #d0d7de;border-radius:4px;padding:6px 8px;margin:2px 0;"
+    "max-width:70em;color:#1f2328;background:#fff"
+)
+_CELL = "text-align:left;padding:1px 10px 1px 0;vertical-align:middle"
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _headline(results: Results) -> str:
+    passed = sum(1 for r in results.rows if r["passed"])
+    parts = [f"{len(results)} trials", f"{passed} passed"]
+    if results.skipped:
+        parts.append(f"{results.skipped} already done")
+    if results.stopped:
+        parts.append(f"stopped: {results.stopped}")
+    return ", ".join(parts)
+
+
+def results_text(results: Results) -> str:
+    """``Results(300 trials, 241 passed, stopped: interrupted)``."""
+    return f"Results({_headline(results)})"
+
+
+def _pct(value: float) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{100 * value:.0f}%"
+
+
+def _bar(rate: float, low: float, high: float) -> str:
+    # The rate as a filled bar, the interval as a thin line across it: a glance, not a plot.
+    if math.isnan(rate):
+        return ""
+    return (
+        '<div style="position:relative;width:120px;height:10px;background:#eaeef2">'
+        f'<div style="position:absolute;left:0;top:0;height:10px;width:{120 * rate:.1f}px;'
+        'background:#54aeff"></div>'
+        f'<div style="position:absolute;top:4px;height:2px;left:{120 * low:.1f}px;'
+        f'width:{max(1.0, 120 * (high - low)):.1f}px;background:#1f2328"></div></div>'
+    )
+
+
+def results_html(results: Results) -> str:
+    """A pass-rate table per setting, with Wilson intervals and a bar each."""
+    from ._results import INTERVAL
+
+    rows = results.summary_rows() if results.rows else []
+    names = results.params
+    head = "".join(f'<th style="{_CELL}">{_e(n)}</th>' for n in names)
+    head += "".join(
+        f'<th style="{_CELL}">{h}</th>'
+        for h in ("trials", "pass rate", "95% interval", "", "errors", "mean ms", "mean tokens")
+    )
+    body = []
+    for row in rows[:_SHOWN]:
+        cells = "".join(f'<td style="{_CELL}">{_e(row[n])}</td>' for n in names)
+        cells += (
+            f'<td style="{_CELL}">{row["trials"]}</td>'
+            f'<td style="{_CELL}">{_pct(row["pass_rate"])}</td>'
+            f'<td style="{_CELL}">{_pct(row["low"])}&ndash;{_pct(row["high"])}</td>'
+            f'<td style="{_CELL}">{_bar(row["pass_rate"], row["low"], row["high"])}</td>'
+            f'<td style="{_CELL}">{row["errors"]}</td>'
+            f'<td style="{_CELL}">{row["mean_ms"]:.1f}</td>'
+            f'<td style="{_CELL}">{row["mean_tokens"]:.0f}</td>'
+        )
+        body.append(f"<tr>{cells}</tr>")
+    more = (
+        f'<div style="color:#57606a">+{len(rows) - _SHOWN} more settings: '
+        "results.summary() has them all</div>"
+        if len(rows) > _SHOWN
+        else ""
+    )
+    return (
+        f'<div style="{_BOX}"><div style="font-weight:600">Results: {_e(_headline(results))}'
+        f'</div><table style="border-collapse:collapse"><tr>{head}</tr>{"".join(body)}'
+        f'</table>{more}<div style="color:#57606a">intervals: {_e(INTERVAL)} (95%)</div></div>'
+    )

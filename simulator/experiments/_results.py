@@ -1,0 +1,413 @@
+"""`Results`: one row per trial, and the summaries a study asks of them.
+
+The rows are plain dicts (the store's JSON), so a run, a reload and the
+numbers of every summary need nothing but the standard library; pandas
+(the `experiments` extra) is needed only to get DataFrames out, and
+matplotlib (the `jupyter` extra) only to plot.
+
+Every rate comes with its interval, and every summary says which interval it
+is: Wilson's score interval for one pass rate, Newcombe's hybrid score
+interval for the difference of two (see `_stats`). Trials of one setting
+are pooled over its cases, so a rate is "of the trials of this setting":
+with few cases, that treats the cases as a fixed set, not a sample.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from coreagent_sdk import CallRecord, CallTree
+
+from . import _display
+from ._scenario import RESERVED
+from ._stats import newcombe, pass_at_k, pass_hat_k, wilson
+
+__all__ = ["INTERVAL", "Results"]
+
+INTERVAL = "Wilson score interval"
+"""The interval every pass rate is given with (a difference: Newcombe's, from two of them)."""
+
+
+def _pandas() -> Any:
+    try:
+        import pandas
+    except ImportError:
+        raise ImportError(
+            "experiments: tables need pandas: pip install 'coreagent-sdk[experiments]'"
+        ) from None
+    return pandas
+
+
+def _setting(row: dict[str, Any], by: Sequence[str]) -> tuple[Any, ...]:
+    return tuple(_hashable(row.get(name)) for name in by)
+
+
+def _hashable(value: Any) -> Any:
+    return json.dumps(value, sort_keys=True) if isinstance(value, (list, dict)) else value
+
+
+class Results:
+    """The rows of a run (one per trial), its summaries, plots and files.
+
+    Attributes:
+        rows: One dict per trial: the key (scenario, params, case, seed, repetition),
+            each parameter, ``passed``, each scorer's value, the answer or error,
+            timings, tokens, cost and the call tree's summary (``tree``: its JSON).
+        stopped: Why the run stopped early ("interrupted", "budget: tokens",
+            "budget: cost", "budget: wall time"), or None when it ran every trial.
+        skipped: Trials the store already held, so this run did not run them.
+        path: The SQLite file the rows are in, or None.
+    """
+
+    def __init__(
+        self,
+        rows: Iterable[dict[str, Any]],
+        *,
+        stopped: str | None = None,
+        skipped: int = 0,
+        path: Path | None = None,
+    ) -> None:
+        self.rows = list(rows)
+        self.stopped = stopped
+        self.skipped = skipped
+        self.path = path
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.rows)
+
+    @property
+    def params(self) -> list[str]:
+        """The parameter names of the grid, in its order."""
+        names: dict[str, None] = {}
+        for row in self.rows:
+            for name in json.loads(row["params"]):
+                names.setdefault(name, None)
+        return list(names)
+
+    @property
+    def scores(self) -> list[str]:
+        """The scorers' column names."""
+        params = set(self.params)
+        names: dict[str, None] = {}
+        for row in self.rows:
+            for name in row:
+                if name not in RESERVED and name not in params:
+                    names.setdefault(name, None)
+        return list(names)
+
+    # Files
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Results:
+        """The rows of a saved run: its SQLite file (`run(path)`) or a `to_parquet` export."""
+        where = Path(path)
+        if not where.exists():
+            raise FileNotFoundError(f"Results.load: no file at {str(where)!r}")
+        if where.suffix.lower() == ".parquet":
+            frame = _pandas().read_parquet(where)
+            return cls(
+                [{k: _from_cell(v) for k, v in r.items()} for r in frame.to_dict("records")],
+                path=where,
+            )
+        db = sqlite3.connect(f"file:{where}?mode=ro", uri=True)
+        try:
+            rows = [json.loads(t) for (t,) in db.execute("SELECT row FROM trials ORDER BY rowid")]
+        except sqlite3.DatabaseError as exc:
+            raise ValueError(
+                f"Results.load: {str(where)!r} is not a results file ({exc}); give the path a "
+                "run wrote, or a .parquet export"
+            ) from None
+        finally:
+            db.close()
+        return cls(rows, path=where)
+
+    def to_pandas(self) -> Any:
+        """The rows as a pandas DataFrame, one row per trial (needs the `experiments` extra)."""
+        return _pandas().DataFrame.from_records(self.rows)
+
+    def to_parquet(self, path: str | os.PathLike[str]) -> Path:
+        """Write the rows to a Parquet file (pyarrow); `Results.load` reads it back."""
+        where = Path(path)
+        frame = self.to_pandas()
+        # Parameters may be lists: Parquet wants one type a column, so those go as JSON.
+        for name in frame.columns:
+            if frame[name].map(lambda v: isinstance(v, (list, dict))).any():
+                frame[name] = frame[name].map(_to_cell)
+        frame.to_parquet(where, index=False)
+        return where
+
+    def tree(self, index: int) -> CallTree:
+        """The call tree of row `index`: every call its trial's fleet carried."""
+        records = json.loads(self.rows[index]["tree"])
+        return CallTree(tuple(CallRecord(**r) for r in records))
+
+    # Summaries (numbers in pure Python; DataFrames out)
+
+    def _groups(self, by: Sequence[str]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+        groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+        for row in self.rows:
+            groups.setdefault(_setting(row, by), []).append(row)
+        return groups
+
+    def _by(self, by: str | Sequence[str] | None) -> list[str]:
+        if by is None:
+            return self.params
+        names = [by] if isinstance(by, str) else list(by)
+        known = set(self.params) | set(self.scores) | {"case", "scenario", "asked"}
+        for name in names:
+            if name not in known:
+                raise KeyError(
+                    f"Results: no column {name!r} to group by (parameters: "
+                    f"{', '.join(self.params) or 'none'}); name a parameter of the grid"
+                )
+        return names
+
+    def summary_rows(
+        self, by: str | Sequence[str] | None = None, confidence: float = 0.95
+    ) -> list[dict[str, Any]]:
+        """`summary` as a list of dicts (no pandas needed)."""
+        names = self._by(by)
+        out = []
+        for setting, rows in self._groups(names).items():
+            n = len(rows)
+            passes = sum(1 for r in rows if r["passed"])
+            low, high = wilson(passes, n, confidence)
+            costs = [r["cost"] for r in rows if r.get("cost") is not None]
+            out.append(
+                {
+                    **dict(zip(names, setting, strict=True)),
+                    "trials": n,
+                    "passed": passes,
+                    "pass_rate": passes / n,
+                    "low": low,
+                    "high": high,
+                    "errors": sum(1 for r in rows if r.get("error_kind")),
+                    "mean_ms": sum(r["duration_ms"] for r in rows) / n,
+                    "mean_tokens": sum(r["tokens_in"] + r["tokens_out"] for r in rows) / n,
+                    "mean_cost": sum(costs) / len(costs) if costs else None,
+                }
+            )
+        return out
+
+    def summary(self, by: str | Sequence[str] | None = None, confidence: float = 0.95) -> Any:
+        """Pass rate per setting with its Wilson interval (``low``, ``high``), errors, means.
+
+        ``by`` names the parameters to group by (default: all of them: one row per setting).
+        """
+        return _pandas().DataFrame.from_records(self.summary_rows(by, confidence))
+
+    def pass_k_rows(
+        self, k: int | None = None, by: str | Sequence[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """`pass_k` as a list of dicts (no pandas needed)."""
+        names = self._by(by)
+        out = []
+        for setting, rows in self._groups(names).items():
+            per_case: dict[str, list[bool]] = {}
+            for r in rows:
+                per_case.setdefault(r["case"], []).append(bool(r["passed"]))
+            tries = min(len(v) for v in per_case.values())
+            use = tries if k is None else k
+            if use > tries:
+                raise ValueError(
+                    f"Results.pass_k: k={use} but a case of "
+                    f"{dict(zip(names, setting, strict=True))} "
+                    f"has only {tries} tries; run the experiment with k >= {use}, or ask for less"
+                )
+            at = [pass_at_k(len(v), sum(v), use) for v in per_case.values()]
+            hat = [pass_hat_k(len(v), sum(v), use) for v in per_case.values()]
+            out.append(
+                {
+                    **dict(zip(names, setting, strict=True)),
+                    "k": use,
+                    "cases": len(per_case),
+                    "pass@k": sum(at) / len(at),
+                    "pass^k": sum(hat) / len(hat),
+                }
+            )
+        return out
+
+    def pass_k(self, k: int | None = None, by: str | Sequence[str] | None = None) -> Any:
+        """pass@k (some of k tries pass) and pass^k (all k pass), averaged over cases.
+
+        Each case's value is the unbiased estimate from its n >= k tries;
+        ``k`` defaults to the fewest tries any case has.
+        """
+        return _pandas().DataFrame.from_records(self.pass_k_rows(k, by))
+
+    def compare_rows(
+        self, by: str, baseline: Any = None, confidence: float = 0.95
+    ) -> list[dict[str, Any]]:
+        """`compare` as a list of dicts (no pandas needed)."""
+        names = self._by(by)
+        groups = self._groups(names)
+        if not groups:
+            return []
+        keys = list(groups)
+        base = (baseline,) if baseline is not None else keys[0]
+        if base not in groups:
+            raise KeyError(
+                f"Results.compare: no trials with {by}={baseline!r} (values: "
+                f"{', '.join(repr(k[0]) for k in keys)})"
+            )
+        base_rows = groups[base]
+        base_n, base_pass = len(base_rows), sum(1 for r in base_rows if r["passed"])
+        out = []
+        for key in keys:
+            rows = groups[key]
+            n, passes = len(rows), sum(1 for r in rows if r["passed"])
+            low, high = wilson(passes, n, confidence)
+            diff, d_low, d_high = newcombe(base_pass, base_n, passes, n, confidence)
+            verdict = "baseline" if key == base else (
+                "better" if d_low > 0 else "worse" if d_high < 0 else "no clear difference"
+            )  # fmt: skip
+            out.append(
+                {
+                    by: key[0],
+                    "trials": n,
+                    "pass_rate": passes / n,
+                    "low": low,
+                    "high": high,
+                    "diff": diff,
+                    "diff_low": d_low,
+                    "diff_high": d_high,
+                    "vs_baseline": verdict,
+                }
+            )
+        return out
+
+    def compare(self, by: str, baseline: Any = None, confidence: float = 0.95) -> Any:
+        """Each value of parameter `by` against a baseline (default: the first value).
+
+        Trials are pooled over the other parameters and the cases. ``diff`` is
+        the value's pass rate minus the baseline's, with Newcombe's hybrid
+        score interval (``diff_low``, ``diff_high``); ``vs_baseline`` says
+        "better" or "worse" only when the interval excludes 0.
+        """
+        return _pandas().DataFrame.from_records(self.compare_rows(by, baseline, confidence))
+
+    def confusion_rows(self) -> dict[str, dict[str, int]]:
+        """`confusion` as {expected peer: {asked peer: trials}} (no pandas needed)."""
+        table: dict[str, dict[str, int]] = {}
+        for row in self.rows:
+            expected = row.get("expected_peer")
+            if expected is None:
+                continue
+            asked = row.get("asked") or "(none)"
+            table.setdefault(expected, {}).setdefault(asked, 0)
+            table[expected][asked] += 1
+        return table
+
+    def confusion(self) -> Any:
+        """Routing confusion: trials by expected peer (rows) and the peer first asked (columns).
+
+        Only cases with an ``expected_peer`` count; a trial whose entry
+        delegated to nobody is in the ``(none)`` column.
+        """
+        table = self.confusion_rows()
+        columns = sorted({a for asked in table.values() for a in asked})
+        frame = _pandas().DataFrame(
+            [[table[e].get(a, 0) for a in columns] for e in sorted(table)],
+            index=sorted(table),
+            columns=columns,
+        )
+        frame.index.name, frame.columns.name = "expected", "asked"
+        return frame
+
+    @staticmethod
+    def side_by_side_rows(
+        before: Results, after: Results, by: str | Sequence[str] | None = None,
+        confidence: float = 0.95,
+    ) -> list[dict[str, Any]]:  # fmt: skip
+        """`side_by_side` as a list of dicts (no pandas needed)."""
+        names = before._by(by) if by is not None else list(
+            dict.fromkeys([*before.params, *after.params])
+        )  # fmt: skip
+        old, new = before._groups(names), after._groups(names)
+        out = []
+        for key in [*old, *(k for k in new if k not in old)]:
+            a, b = old.get(key, []), new.get(key, [])
+            pa, pb = sum(1 for r in a if r["passed"]), sum(1 for r in b if r["passed"])
+            diff, low, high = newcombe(pa, len(a), pb, len(b), confidence)
+            out.append(
+                {
+                    **dict(zip(names, key, strict=True)),
+                    "before_trials": len(a),
+                    "before_rate": pa / len(a) if a else math.nan,
+                    "after_trials": len(b),
+                    "after_rate": pb / len(b) if b else math.nan,
+                    "diff": diff,
+                    "diff_low": low,
+                    "diff_high": high,
+                }
+            )
+        return out
+
+    @staticmethod
+    def side_by_side(
+        before: Results, after: Results, by: str | Sequence[str] | None = None,
+        confidence: float = 0.95,
+    ) -> Any:  # fmt: skip
+        """Two runs (before and after a change) per setting: rates and the change, with intervals.
+
+        ``diff`` is after minus before, with Newcombe's interval; a setting
+        one run lacks shows nan on that side.
+        """
+        return _pandas().DataFrame.from_records(
+            Results.side_by_side_rows(before, after, by, confidence)
+        )
+
+    # Display
+
+    def __repr__(self) -> str:
+        return _display.results_text(self)
+
+    def _repr_html_(self) -> str:
+        return _display.results_html(self)
+
+    # Plots (matplotlib: the jupyter extra)
+
+    def plot_pass_rate(self, by: str | Sequence[str] | None = None, ax: Any = None) -> Any:
+        """Pass rate per setting with its Wilson interval, as horizontal bars; returns the Axes."""
+        from ._plots import pass_rate
+
+        return pass_rate(self, by, ax)
+
+    def plot_latency(self, by: str | Sequence[str] | None = None, ax: Any = None) -> Any:
+        """The distribution of the entry call's duration per setting (box plots)."""
+        from ._plots import distribution
+
+        return distribution(self, "duration_ms", "entry call (ms)", by, ax)
+
+    def plot_cost(self, by: str | Sequence[str] | None = None, ax: Any = None) -> Any:
+        """The distribution of cost per trial (dollars; tokens without a price table)."""
+        from ._plots import cost_distribution
+
+        return cost_distribution(self, by, ax)
+
+    def plot_cost_vs_accuracy(self, by: str | Sequence[str] | None = None, ax: Any = None) -> Any:
+        """Each setting as a point: mean cost (or tokens) per trial against its pass rate."""
+        from ._plots import cost_vs_accuracy
+
+        return cost_vs_accuracy(self, by, ax)
+
+
+def _to_cell(value: Any) -> Any:
+    return json.dumps(value) if isinstance(value, (list, dict)) else value
+
+
+def _from_cell(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if hasattr(value, "item"):  # numpy scalars back to Python values
+        return value.item()
+    return value

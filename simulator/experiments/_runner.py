@@ -1,0 +1,584 @@
+"""Running an experiment: trials in one event loop, or on any `concurrent.futures.Executor`.
+
+The invariants:
+
+- A trial's row reaches the store as soon as the trial ends, in the run's
+  own thread (one writer, whatever ran the trial), and a rerun starts only
+  the trials whose keys the store does not hold.
+- Stopping (Ctrl-C, a kernel interrupt, a budget) never loses a row that
+  arrived: the store is closed and the rows so far are returned as `Results`
+  whose ``stopped`` says why.
+- Every fleet a trial builds is closed before its row is returned: a run of
+  10,000 trials holds the fleets of the trials in flight, not of the past.
+
+Scale-out is the executor's, never a scheduler of ours: trials go in chunks
+(`chunk_size`) to ``executor.submit``; each chunk runs its trials in an event
+loop of its own in the worker and sends back rows. Before the first chunk a
+probe task carries the scenario to a worker and back, so a scenario that
+cannot be pickled, or whose functions the worker cannot import, fails before
+any trial with the fix in the message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import inspect
+import json
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from coreagent_sdk import FakeClock
+from coreagent_sdk.errors import CallPeerError, PeerTurnError
+
+from ._budget import Budget, Tally
+from ._results import Results
+from ._scenario import Experiment, Outcome, Scenario, Trial, params_text
+from ._store import open_store
+
+__all__ = ["ScenarioError", "arun", "run", "run_trial"]
+
+_MAX_ANSWER = 4000  # characters of an answer kept in the table
+_MAX_ERROR = 500
+
+
+class ScenarioError(Exception):
+    """A scenario's own code failed (its build or a scorer), or it cannot reach the workers."""
+
+
+def _cut(text: str | None, most: int) -> str | None:
+    if text is None or len(text) <= most:
+        return text
+    return text[:most] + f"... (cut: {len(text)} characters)"
+
+
+def _tokens(fleet: Any) -> dict[str, tuple[int, int]]:
+    used: dict[str, tuple[int, int]] = {}
+    for name, daemon in fleet.daemons.items():
+        sessions = list(getattr(daemon, "sessions", {}).values())
+        tin = sum(int(getattr(s, "tokens_in", 0) or 0) for s in sessions)
+        tout = sum(int(getattr(s, "tokens_out", 0) or 0) for s in sessions)
+        if tin or tout:
+            used[name] = (tin, tout)
+    return used
+
+
+async def _built(scenario: Scenario, trial: Trial) -> Any:
+    try:
+        made = scenario.build(trial)
+        if inspect.isawaitable(made):
+            made = await made
+    except Exception as exc:
+        raise ScenarioError(
+            f"experiments: {scenario.name!r}'s build raised {type(exc).__name__}: {exc} "
+            f"(trial {trial.key!r}); fix build() and run again: the trials done are kept"
+        ) from exc
+    if not hasattr(made, "call_peer") or not hasattr(made, "calls"):
+        raise ScenarioError(
+            f"experiments: {scenario.name!r}'s build returned {made!r}, not a Fleet; "
+            "return the fleet it built"
+        )
+    if trial.clock is not None and made.clock is not trial.clock:
+        raise ScenarioError(
+            f"experiments: {scenario.name!r} asks for a FakeClock (fake_clock=True) but its "
+            "build made a fleet on another clock; build it with Fleet(clock=trial.clock)"
+        )
+    return made
+
+
+async def run_trial(scenario: Scenario, trial: Trial) -> Outcome:
+    """Build the trial's fleet, ask its case, read the outcome, close the fleet."""
+    fleet = await _built(scenario, trial)
+    try:
+        options = dict(scenario.call_options(trial.params)) if scenario.call_options else {}
+        options.setdefault("timeout", scenario.timeout)
+        tool = fleet.call_peer(**options)
+        entry = trial.case.entry or scenario.entry
+        answer: str | None = None
+        kind: str | None = None
+        error: str | None = None
+        truncated = False
+        started = time.perf_counter()
+        try:
+            result = await tool.acall(peer=entry, prompt=trial.case.prompt)
+        except PeerTurnError as exc:
+            kind, error = exc.kind, str(exc)
+        except CallPeerError as exc:
+            kind, error = type(exc).__name__, str(exc)
+        else:
+            answer, truncated = result.response, result.truncated
+        duration_ms = (time.perf_counter() - started) * 1000
+        tree = fleet.calls.tree()
+        used = _tokens(fleet)
+    finally:
+        await fleet.aclose()
+    tokens_in = sum(i for i, _ in used.values())
+    tokens_out = sum(o for _, o in used.values())
+    cost: float | None = None
+    if scenario.prices is not None:
+        cost = sum(
+            scenario.prices.cost(scenario.models.get(peer, peer), i, o)
+            for peer, (i, o) in used.items()
+        )
+    return Outcome(
+        trial, answer, kind, _cut(error, _MAX_ERROR), tree, duration_ms,
+        tokens_in, tokens_out, cost, truncated,
+    )  # fmt: skip
+
+
+def _score(scenario: Scenario, outcome: Outcome) -> dict[str, Any]:
+    scores: dict[str, Any] = {}
+    for name, scorer in scenario.scorers.items():
+        try:
+            value = scorer(outcome)
+        except Exception as exc:
+            raise ScenarioError(
+                f"experiments: scorer {name!r} raised {type(exc).__name__}: {exc} "
+                f"(trial {outcome.trial.key!r}); fix the scorer and run again"
+            ) from exc
+        if value is not None and not isinstance(value, (bool, int, float)):
+            raise ScenarioError(
+                f"experiments: scorer {name!r} returned {value!r}; a scorer returns a bool "
+                "(a check), a number (a metric) or None (does not apply)"
+            )
+        scores[name] = value
+    return scores
+
+
+def row_of(scenario: Scenario, outcome: Outcome) -> dict[str, Any]:
+    """One row of the table: the key, the parameters, each score, and what the trial did."""
+    trial = outcome.trial
+    scores = _score(scenario, outcome)
+    checks = [v for v in scores.values() if isinstance(v, bool)]
+    asked = outcome.asked
+    return {
+        "scenario": trial.scenario,
+        "params": params_text(trial.params),
+        **trial.params,
+        "case": trial.case.name,
+        "seed": trial.seed,
+        "repetition": trial.repetition,
+        "passed": all(checks),
+        **scores,
+        "answer": _cut(outcome.answer, _MAX_ANSWER),
+        "error_kind": outcome.error_kind,
+        "error": outcome.error,
+        "duration_ms": round(outcome.duration_ms, 3),
+        "tokens_in": outcome.tokens_in,
+        "tokens_out": outcome.tokens_out,
+        "cost": outcome.cost,
+        "calls": len(outcome.tree.records),
+        "depth": outcome.tree.depth(),
+        "delegations": outcome.delegations,
+        "truncations": outcome.truncations,
+        "failed_calls": outcome.failed_calls,
+        "asked": asked[0] if asked else None,
+        "expected_peer": trial.case.expected_peer,
+        "tree": json.dumps([attrs.asdict(r) for r in outcome.tree.records]),
+    }
+
+
+def _trial(scenario: Scenario, spec: tuple[Any, ...], recordings: Path | None) -> Trial:
+    params, case_name, repetition, seed = spec
+    case = next(c for c in scenario.cases if c.name == case_name)
+    clock = FakeClock() if scenario.fake_clock else None
+    return Trial(scenario.name, params, case, repetition, seed, clock, recordings)
+
+
+async def _row(scenario: Scenario, trial: Trial) -> dict[str, Any]:
+    return row_of(scenario, await run_trial(scenario, trial))
+
+
+async def _chunk_async(
+    scenario: Scenario, specs: list[tuple[Any, ...]], concurrency: int, recordings: Path | None
+) -> list[dict[str, Any]]:
+    slots = asyncio.Semaphore(concurrency)
+
+    async def one(spec: tuple[Any, ...]) -> dict[str, Any]:
+        async with slots:
+            return await _row(scenario, _trial(scenario, spec, recordings))
+
+    return list(await asyncio.gather(*(one(s) for s in specs)))
+
+
+def run_chunk(
+    scenario: Scenario, specs: list[tuple[Any, ...]], concurrency: int, recordings: str | None
+) -> list[dict[str, Any]]:
+    """Run some trials in a worker (an event loop of its own) and return their rows."""
+    where = Path(recordings) if recordings else None
+    return asyncio.run(_chunk_async(scenario, specs, concurrency, where))
+
+
+def probe(scenario: Scenario) -> str:
+    """A worker's answer once the scenario reached it: its name."""
+    return scenario.name
+
+
+class _Stop:
+    """Why the run stops (None: it does not), settable from any thread."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._event: asyncio.Event | None = None
+
+    def bind(self) -> asyncio.Event:
+        self._loop = asyncio.get_running_loop()
+        self._event = asyncio.Event()
+        if self.reason is not None:
+            self._event.set()
+        return self._event
+
+    def stop(self, reason: str) -> None:
+        if self.reason is None:
+            self.reason = reason
+        loop, event = self._loop, self._event
+        if loop is not None and event is not None:
+            # A loop already closed means the run is over anyway.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(event.set)
+
+
+class _Pace:
+    """At most `rate` starts a second (None: no limit), spaced evenly."""
+
+    def __init__(self, rate: float | None) -> None:
+        if rate is not None and (isinstance(rate, bool) or not rate > 0 or math.isinf(rate)):
+            raise ValueError(f"experiments: rate must be starts per second > 0, got {rate!r}")
+        self.gap = 1.0 / rate if rate else 0.0
+        self.next = 0.0
+
+    async def wait(self) -> None:
+        if not self.gap:
+            return
+        now = time.monotonic()
+        if self.next > now:
+            await asyncio.sleep(self.next - now)
+        self.next = max(now, self.next) + self.gap
+
+
+def _progress(progress: bool | None, total: int, initial: int, desc: str) -> Any:
+    if progress is False:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        if progress:
+            raise ImportError(
+                "experiments: progress=True needs tqdm: pip install 'coreagent-sdk[experiments]'"
+            ) from None
+        return None
+    return tqdm(total=total, initial=initial, desc=desc, unit="trial", dynamic_ncols=True)
+
+
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"experiments: {name} must be a whole number >= 1, got {value!r}")
+    return value
+
+
+@attrs.frozen
+class _Options:
+    executor: concurrent.futures.Executor | None
+    concurrency: int
+    budget: Budget
+    progress: bool | None
+    rate: float | None
+    recordings: Path | None
+    chunk_size: int
+
+
+async def _run(
+    experiment: Experiment, path: str | os.PathLike[str] | None, opts: _Options, stop: _Stop
+) -> Results:
+    scenario = experiment.scenario
+    if opts.budget.cost is not None and scenario.prices is None:
+        raise ValueError(
+            "experiments: Budget(cost=...) needs the scenario's prices "
+            "(Scenario(..., prices=PriceTable({...}))) to count dollars"
+        )
+    if opts.executor is not None:
+        await _probe(opts.executor, scenario)
+    store = open_store(path)
+    event = stop.bind()
+    tally = Tally(opts.budget)
+    done = store.keys()
+    skipped = sum(1 for t in experiment.trials() if t.key in done)
+    todo = (t for t in experiment.trials() if t.key not in done)
+    bar = _progress(opts.progress, len(experiment), skipped, scenario.name)
+    deadline = (
+        time.monotonic() + opts.budget.wall_time if opts.budget.wall_time is not None else None
+    )
+
+    def arrived(row: dict[str, Any]) -> None:
+        store.add(row)
+        tally.add(row)
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(failed=tally.failures, refresh=False)
+        reached = tally.reached()
+        if reached is not None:
+            stop.stop(reached)
+
+    try:
+        if opts.executor is None:
+            await _in_process(scenario, todo, opts, stop, event, deadline, arrived)
+        else:
+            await _on_executor(scenario, todo, opts, stop, event, deadline, arrived)
+    finally:
+        if bar is not None:
+            if stop.reason:
+                bar.set_postfix(failed=tally.failures, stopped=stop.reason, refresh=False)
+            bar.close()
+        rows = list(store.rows())
+        where = store.path
+        store.close()
+    return Results(rows, stopped=stop.reason, skipped=skipped, path=where)
+
+
+def _wait_timeout(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+async def _in_process(
+    scenario: Scenario,
+    todo: Iterator[Trial],
+    opts: _Options,
+    stop: _Stop,
+    event: asyncio.Event,
+    deadline: float | None,
+    arrived: Callable[[dict[str, Any]], None],
+) -> None:
+    pace = _Pace(opts.rate)
+    inflight: set[asyncio.Future[Any]] = set()
+    stopped: asyncio.Future[Any] = asyncio.ensure_future(event.wait())
+    exhausted = False
+    try:
+        while True:
+            while not exhausted and stop.reason is None and len(inflight) < opts.concurrency:
+                trial = next(todo, None)
+                if trial is None:
+                    exhausted = True
+                    break
+                await pace.wait()
+                if scenario.fake_clock:
+                    trial = attrs.evolve(trial, clock=FakeClock())
+                if opts.recordings is not None:
+                    trial = attrs.evolve(trial, recordings=opts.recordings)
+                inflight.add(asyncio.ensure_future(_row(scenario, trial)))
+            if not inflight:
+                return
+            finished, _ = await asyncio.wait(
+                {*inflight, *([] if stopped.done() else [stopped])},
+                timeout=_wait_timeout(deadline),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            for task in finished:
+                if task is stopped:
+                    continue
+                inflight.discard(task)
+                arrived(task.result())  # a ScenarioError propagates: the run stops
+            if deadline is not None and time.monotonic() >= deadline:
+                stop.stop("budget: wall time")
+            if stop.reason is not None and stop.reason.startswith(("interrupted", "budget: wall")):
+                return  # the running trials are cancelled below, not recorded
+    finally:
+        stopped.cancel()
+        for task in inflight:
+            task.cancel()
+        if inflight:
+            await asyncio.gather(*inflight, return_exceptions=True)
+
+
+def _chunks(todo: Iterator[Trial], size: int) -> Iterator[list[tuple[Any, ...]]]:
+    chunk: list[tuple[Any, ...]] = []
+    for trial in todo:
+        chunk.append((dict(trial.params), trial.case.name, trial.repetition, trial.seed))
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _unpicklable(scenario: Scenario, exc: BaseException) -> ScenarioError:
+    return ScenarioError(
+        f"experiments: the scenario {scenario.name!r} cannot reach the executor's workers "
+        f"({type(exc).__name__}: {_cut(str(exc), 300)}). Everything a scenario holds (build, "
+        "scorers, call_options) is pickled to each worker: define those functions at the top "
+        "level of an importable module (a .py file beside the notebook, imported), not as "
+        "lambdas, closures or functions of a notebook cell; or run it on dask "
+        "(executor=client.get_executor()), which sends a notebook's functions by value; or "
+        "run it without executor=. No trial was run."
+    )
+
+
+async def _probe(executor: concurrent.futures.Executor, scenario: Scenario) -> None:
+    try:
+        future = executor.submit(probe, scenario)
+        await asyncio.wrap_future(future)
+    except Exception as exc:
+        raise _unpicklable(scenario, exc) from exc
+
+
+async def _on_executor(
+    scenario: Scenario,
+    todo: Iterator[Trial],
+    opts: _Options,
+    stop: _Stop,
+    event: asyncio.Event,
+    deadline: float | None,
+    arrived: Callable[[dict[str, Any]], None],
+) -> None:
+    executor = opts.executor
+    assert executor is not None
+    workers = getattr(executor, "_max_workers", None) or 4
+    pending_most = max(2, 2 * int(workers))
+    per_chunk = min(opts.concurrency, opts.chunk_size)
+    recordings = str(opts.recordings) if opts.recordings is not None else None
+    pace = _Pace(opts.rate / opts.chunk_size if opts.rate else None)
+    chunks = _chunks(todo, opts.chunk_size)
+    pending: dict[asyncio.Future[Any], concurrent.futures.Future[Any]] = {}
+    stopped: asyncio.Future[Any] = asyncio.ensure_future(event.wait())
+    exhausted = False
+    try:
+        while True:
+            while not exhausted and stop.reason is None and len(pending) < pending_most:
+                chunk = next(chunks, None)
+                if chunk is None:
+                    exhausted = True
+                    break
+                await pace.wait()
+                future = executor.submit(run_chunk, scenario, chunk, per_chunk, recordings)
+                pending[asyncio.wrap_future(future)] = future
+            if not pending:
+                return
+            finished, _ = await asyncio.wait(
+                {*pending, *([] if stopped.done() else [stopped])},
+                timeout=_wait_timeout(deadline),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            for done in finished:
+                if done is stopped:
+                    continue
+                pending.pop(done)
+                for row in done.result():
+                    arrived(row)
+            if deadline is not None and time.monotonic() >= deadline:
+                stop.stop("budget: wall time")
+            if stop.reason is not None and stop.reason.startswith(("interrupted", "budget: wall")):
+                return
+    finally:
+        stopped.cancel()
+        for wrapped, future in pending.items():
+            future.cancel()  # not started yet: never runs; running: its rows are dropped
+            wrapped.cancel()
+
+
+def _options(
+    executor: concurrent.futures.Executor | None = None,
+    concurrency: int = 8,
+    budget: Budget | None = None,
+    progress: bool | None = None,
+    rate: float | None = None,
+    recordings: str | os.PathLike[str] | None = None,
+    chunk_size: int = 25,
+) -> _Options:
+    if executor is not None and not isinstance(executor, concurrent.futures.Executor):
+        raise TypeError(
+            f"experiments: executor must be a concurrent.futures.Executor (a "
+            f"ProcessPoolExecutor, or a dask Client's client.get_executor()), got {executor!r}"
+        )
+    if budget is not None and not isinstance(budget, Budget):
+        raise TypeError(f"experiments: budget must be a Budget(...), got {budget!r}")
+    _Pace(rate)  # checks it
+    return _Options(
+        executor,
+        _positive_int("concurrency", concurrency),
+        budget or Budget(),
+        progress,
+        rate,
+        Path(recordings) if recordings is not None else None,
+        _positive_int("chunk_size", chunk_size),
+    )
+
+
+async def arun(
+    experiment: Experiment, path: str | os.PathLike[str] | None = None, **options: Any
+) -> Results:
+    """`run` from async code: ``await arun(experiment, path, ...)``.
+
+    Cancelling the awaiting task stops the run as an interrupt does; prefer
+    the sync `run` in a notebook, where the kernel's interrupt reaches it.
+    """
+    stop = _Stop()
+    try:
+        return await _run(experiment, path, _options(**options), stop)
+    except asyncio.CancelledError:
+        raise
+
+
+def run(
+    experiment: Experiment, path: str | os.PathLike[str] | None = None, **options: Any
+) -> Results:
+    """Run the trials of `experiment` that `path` does not hold yet; return every row as `Results`.
+
+    Args:
+        experiment: The `Experiment`.
+        path: A SQLite file the rows go to as they arrive (created if missing).
+            Run again with the same path and only the trials not in it run.
+            None: rows in memory only.
+        executor: Any `concurrent.futures.Executor` (a `ProcessPoolExecutor`, a
+            dask ``client.get_executor()``); None (default): this process, one event loop.
+        concurrency: Trials in flight at once in this process (default 8); on an
+            executor, trials at once inside each chunk.
+        budget: A `Budget` (tokens, cost, wall time) that stops the run cleanly.
+        progress: A tqdm progress bar (a widget in Jupyter, text in a terminal);
+            None (default): shown when tqdm is installed.
+        rate: Trials started per second at most (real models' rate limits); None: no limit.
+        recordings: A folder where each trial's `Trial.recorded` models record
+            their exchanges on the first run and replay them on later ones.
+        chunk_size: Trials per task sent to an executor (default 25).
+
+    Ctrl-C (a kernel interrupt) stops the run: the trials done are kept and
+    returned, ``results.stopped == "interrupted"``; a second Ctrl-C leaves at once.
+    """
+    opts = _options(**options)
+    stop = _Stop()
+    outcome: dict[str, Any] = {}
+    finished = threading.Event()
+
+    def target() -> None:
+        try:
+            outcome["results"] = asyncio.run(_run(experiment, path, opts, stop))
+        except BaseException as exc:  # carried to the caller's thread
+            outcome["error"] = exc
+        finally:
+            finished.set()
+
+    # The run has a thread and a loop of its own, so a notebook's running loop is no
+    # obstacle and the caller's thread is free to receive Ctrl-C while it waits.
+    worker = threading.Thread(target=target, name="experiment-run", daemon=True)
+    worker.start()
+    # An Event, not worker.join(): a KeyboardInterrupt inside join() can leave the thread
+    # looking finished while it still runs (CPython issue 90882).
+    while not finished.is_set():
+        try:
+            finished.wait(0.2)
+        except KeyboardInterrupt:
+            if stop.reason == "interrupted":
+                raise  # the second one: leave now
+            stop.stop("interrupted")
+    worker.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    results: Results = outcome["results"]
+    return results
