@@ -84,6 +84,20 @@ class CallTree:
         """Tokens per turn and per agent in this tree, priced by ``prices`` (`CallLog.usage`)."""
         return TokenUsage.of(self.records, prices)
 
+    def export_spans(self, tracer_provider: Any = None) -> int:
+        """Write the tree as OpenTelemetry spans: one trace per root call (``otel`` extra).
+
+        Each call is an ``invoke_agent {peer}`` span; inside it, its turn's
+        model rounds (``chat {model}``) and tool calls (``execute_tool
+        {tool}``), and under a ``call_peer`` tool call the sub-call it made,
+        with the record's own times. Spans go to ``tracer_provider`` (the
+        global one when None) and carry names, tokens, times and outcomes,
+        never a prompt or an answer. Returns how many spans were made.
+        """
+        from ._tree_spans import export_spans
+
+        return export_spans(self, tracer_provider)
+
     def inside(
         self, call_id: int
     ) -> tuple[list[tuple[TurnStep, list[CallRecord]]], list[CallRecord]]:

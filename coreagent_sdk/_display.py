@@ -413,7 +413,8 @@ def _call_summary(record: CallRecord) -> str:
 def _step_summary(step: TurnStep) -> str:
     label = {"chat": "model", "tool": "tool", "error": "error"}.get(step.kind, step.kind)
     name = step.name if not step.peer else f"{step.name} → {step.peer}"
-    facts = [f"{step.duration_ms:,} ms" if step.kind != "error" else ""]
+    took = step.duration_ms
+    facts = ["" if step.kind == "error" else f"{took:,.0f} ms" if took >= 10 else f"{took:.1f} ms"]
     if step.input_tokens is not None or step.output_tokens is not None:
         facts.append(f"{step.input_tokens or 0:,} in / {step.output_tokens or 0:,} out tokens")
     if step.error is not None and step.kind != "error":

@@ -77,12 +77,16 @@ def pandas() -> Any:
         ) from exc
 
 
-def frame(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> Any:
-    """A DataFrame of `rows` with exactly `columns`, missing integers as <NA>."""
+def frame(
+    rows: Iterable[Mapping[str, Any]],
+    columns: Sequence[str],
+    ints: frozenset[str] = _NULLABLE_INTS,
+) -> Any:
+    """A DataFrame of `rows` with exactly `columns`, missing integers (`ints`) as <NA>."""
     pd = pandas()
     table = pd.DataFrame(list(rows), columns=list(columns))
     for column in columns:
-        if column in _NULLABLE_INTS:
+        if column in ints:
             table[column] = table[column].astype("Int64")
     return table
 
@@ -151,4 +155,4 @@ def steps_frame(tree: CallTree) -> Any:
                     "received": step.received,
                 }
             )
-    return frame(rows, STEP_COLUMNS)
+    return frame(rows, STEP_COLUMNS, _NULLABLE_INTS - {"duration_ms"})  # a step's: float ms

@@ -59,7 +59,8 @@ class TurnStep:
     Attributes:
         kind: ``chat``, ``tool`` or ``error``.
         name: The model (chat), the tool (tool) or the error's kind (error).
-        duration_ms: How long the round or the tool took.
+        duration_ms: How long the round or the tool took, in milliseconds (fractions kept:
+            a scripted model's round takes well under one).
         sent: What went in, in short: the messages a model was sent, a tool's arguments.
         received: What came back, in short: the model's reply and the tools it asked
             for, a tool's result.
@@ -73,7 +74,7 @@ class TurnStep:
 
     kind: str = attrs.field(validator=_kind)
     name: str = attrs.field(converter=step_text)
-    duration_ms: int = 0
+    duration_ms: float = attrs.field(default=0.0, converter=float)
     sent: str = attrs.field(default="", converter=step_text)
     received: str = attrs.field(default="", converter=step_text)
     input_tokens: int | None = None

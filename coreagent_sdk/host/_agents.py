@@ -260,7 +260,7 @@ class Turn:
                 TurnStep(
                     "tool",
                     CALL_PEER_TOOL,
-                    duration_ms=int((time.perf_counter() - started) * 1000),
+                    duration_ms=(time.perf_counter() - started) * 1000,
                     sent=json.dumps({"peer": peer, "prompt": prompt}, ensure_ascii=False),
                     received=said if isinstance(said, str) else json.dumps(said, default=str),
                     error=None if "error" not in response else str(response["error"]),

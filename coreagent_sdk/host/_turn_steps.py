@@ -87,13 +87,13 @@ async def recorded_complete(
             TurnStep(
                 "chat",
                 model_name(model),
-                duration_ms=int((time.perf_counter() - started) * 1000),
+                duration_ms=(time.perf_counter() - started) * 1000,
                 sent=_sent(messages),
                 error=f"{type(exc).__name__}: {exc}",
             ),
         )
         raise
-    took = int((time.perf_counter() - started) * 1000)
+    took = (time.perf_counter() - started) * 1000
     if isinstance(reply, ModelReply):
         report(
             turn,
@@ -125,7 +125,7 @@ async def recorded_tool(
             TurnStep(
                 "tool",
                 call.name,
-                duration_ms=int((time.perf_counter() - started) * 1000),
+                duration_ms=(time.perf_counter() - started) * 1000,
                 sent=_arguments(call),
                 received="" if failed else json.dumps(result, ensure_ascii=False, default=str),
                 error=str(result["error"]) if failed else None,
