@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from coreagent_sdk import FakeClock, Price, PriceTable
+from coreagent_sdk import FakeClock, Price, PriceTable, TurnStep
 from coreagent_sdk.models import ScriptedModel, when
 from simulator import Fleet, behaviors
 from simulator.experiments import (
@@ -183,6 +183,7 @@ def test_each_row_keeps_its_call_tree(tiny: Results) -> None:
     tree = tiny.tree(index)
     assert [r.peer for r in tree.roots()] == ["router"]
     assert [r.peer for r in tree.children(tree.roots()[0].call_id)] == ["logs"]
+    assert tree.roots()[0].steps and all(isinstance(s, TurnStep) for s in tree.roots()[0].steps)
     assert (row["calls"], row["depth"], row["delegations"]) == (2, 2, 1)
 
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from coreagent_sdk import CallRecord, CallTree
+from coreagent_sdk import CallRecord, CallTree, TurnStep
 
 from . import _display
 from ._scenario import RESERVED
@@ -148,7 +148,12 @@ class Results:
     def tree(self, index: int) -> CallTree:
         """The call tree of row `index`: every call its trial's fleet carried."""
         records = json.loads(self.rows[index]["tree"])
-        return CallTree(tuple(CallRecord(**r) for r in records))
+        return CallTree(
+            tuple(
+                CallRecord(**{**r, "steps": tuple(TurnStep(**s) for s in r.get("steps") or ())})
+                for r in records
+            )
+        )
 
     # Summaries (numbers in pure Python; DataFrames out)
 

@@ -122,12 +122,9 @@ async def run_trial(scenario: Scenario, trial: Trial) -> Outcome:
         await fleet.aclose()
     tokens_in = sum(i for i, _ in used.values())
     tokens_out = sum(o for _, o in used.values())
-    cost: float | None = None
-    if scenario.prices is not None:
-        cost = sum(
-            scenario.prices.cost(scenario.models.get(peer, peer), i, o)
-            for peer, (i, o) in used.items()
-        )
+    # Priced per model round by the model that made it (the record's steps), as the call
+    # records' own usage is: a peer that ran no model costs nothing.
+    cost = tree.usage(scenario.prices).cost_usd if scenario.prices is not None else None
     return Outcome(
         trial, answer, kind, _cut(error, _MAX_ERROR), tree, duration_ms,
         tokens_in, tokens_out, cost, truncated,

@@ -256,8 +256,9 @@ class Scenario:
         timeout: Seconds the entry call may take.
         call_options: ``call_options(params) -> dict`` of `CallPeer` options for the entry
             call (``max_response_bytes``, ``timeout``...), or None.
-        prices: A `PriceTable` for the cost column, or None (no cost).
-        models: Peer name -> the model name it is priced as (default: the peer's name).
+        prices: A `PriceTable` for the cost column, or None (no cost). Each model round
+            is priced by the model that made it (`ModelReply.model`: a `ScriptedModel`'s
+            ``name``, a vendor's model id), as `CallTree.usage` prices them.
     """
 
     name: str
@@ -271,7 +272,6 @@ class Scenario:
     timeout: float = 30.0
     call_options: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
     prices: PriceTable | None = None
-    models: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen, hash=False)
 
     def __attrs_post_init__(self) -> None:
         if not callable(self.build):
