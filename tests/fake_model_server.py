@@ -22,6 +22,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from coreagent_sdk._inbox import inbox_ask
+
+
+def _ask(text: str) -> str:
+    """What a user message asks: a host's model reads the [Inbox] bundle, guidance and all."""
+    return inbox_ask(text)
+
 
 def _peer_of(prompt: str) -> str:
     words = prompt.split()
@@ -75,7 +82,7 @@ class FakeModelServer:
             message["content"] = "The peers said: " + " | ".join(results)
             finish = "stop"
         else:
-            prompt = next(m["content"] for m in reversed(messages) if m["role"] == "user")
+            prompt = _ask(next(m["content"] for m in reversed(messages) if m["role"] == "user"))
             arguments = {"peer": _peer_of(prompt), "prompt": prompt}
             message["tool_calls"] = [
                 {
@@ -120,7 +127,7 @@ class FakeModelServer:
             ]
             stop = "end_turn"
         else:
-            prompt = next(m["content"] for m in reversed(messages) if m["role"] == "user")
+            prompt = _ask(next(m["content"] for m in reversed(messages) if m["role"] == "user"))
             content = [
                 {
                     "type": "tool_use",

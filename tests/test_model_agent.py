@@ -26,6 +26,7 @@ from coreagent_sdk import (
     TurnError,
     UsageUpdate,
 )
+from coreagent_sdk._inbox import inbox_block
 from coreagent_sdk.host import (
     CALL_PEER_SPEC,
     DEFAULT_MAX_PEER_CALLS,
@@ -163,7 +164,7 @@ async def test_a_scripted_router_delegates_by_name_and_answers_with_the_peers_an
     await host.aclose()
 
 
-async def test_the_model_reads_the_persona_the_prompt_and_each_tool_result_in_order() -> None:
+async def test_the_model_reads_the_persona_the_inbox_bundle_and_each_tool_result_in_order() -> None:
     seen: list[tuple[Message, ...]] = []
     offered: list[tuple[str, ...]] = []
 
@@ -177,7 +178,12 @@ async def test_the_model_reads_the_persona_the_prompt_and_each_tool_result_in_or
     await run_turn(host, "hi")
 
     first, second = seen
-    assert [(m.role, m.text) for m in first] == [("system", "Be brief."), ("user", "hi")]
+    # The daemon's model reads the drained inbox as the [Inbox] bundle, guidance and all
+    # (prependInboxMessages with bundleIsTheTurn: the daemon runs Run("") per inject).
+    assert [(m.role, m.text) for m in first] == [
+        ("system", "Be brief."),
+        ("user", inbox_block(["hi"])),
+    ]
     assert [m.role for m in second] == ["system", "user", "assistant", "tool"]
     assert second[3].tool_call_id == "c0-0" and not second[3].is_error
     assert json.loads(second[3].text)["response"] == "R0"
@@ -675,3 +681,40 @@ async def test_on_a_host_with_runtimes_each_turn_runs_its_agents_own_skills_and_
         await host.aclose()
     await cache.aclose()
     assert seen == {"dev": [("token_seen", "GH_TOKEN")], "ops": [("paged", "PD")]}
+
+
+async def test_a_reply_asking_a_peer_and_a_python_tool_is_one_event_of_calls_one_of_answers() -> (
+    None
+):
+    def clock() -> str:
+        """The time."""
+        return "noon"
+
+    model = ScriptedModel(
+        when("time").step(
+            lambda state: [
+                ToolCall("p1", "call_peer", {"peer": "helper", "prompt": "what day?"}),
+                ToolCall("t1", "clock", {}),
+            ]
+        )
+    )
+    host, peers = hosted(ModelAgent(model, tools=[clock]), "helper")
+    outcome = await run_turn(host, "what time is it?")
+    await host.aclose()
+
+    assert outcome.error is None and peers["helper"].turns == 1
+    with_parts = [e for e in outcome.events if e.author != "user" and e.has_function]
+    # As ADK writes one reply's parallel calls (and the model-agents guide shows them):
+    # one model event with every call in the model's order, one event with every response.
+    calls, answers = with_parts
+    assert [(p.function_call.name, p.function_call.id) for p in calls.content.parts] == [
+        ("call_peer", "p1"),
+        ("clock", "t1"),
+    ]
+    assert answers.content.role == "user"
+    assert [(p.function_response.name, p.function_response.id) for p in answers.content.parts] == [
+        ("call_peer", "p1"),
+        ("clock", "t1"),
+    ]
+    assert answers.content.parts[1].function_response.response == {"result": "noon"}
+    assert answers.content.parts[0].function_response.response["response"] == "WHAT DAY?"

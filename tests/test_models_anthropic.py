@@ -384,15 +384,8 @@ async def test_a_users_own_client_is_used_as_configured_and_its_key_is_scrubbed(
         ({"content": [7]}, r"content\[0\] is a number"),
         ({"content": [{"text": "no type"}]}, r"content\[0\]\.type is missing"),
         ({"content": [{"type": "text", "text": 5}]}, r"content\[0\]\.text is a number"),
-        (
-            {"content": [{"type": "tool_use", "id": "t", "name": "x", "input": "{}"}]},
-            r"content\[0\]\.input is a string",
-        ),
-        ({"content": [{"type": "tool_use", "name": "x", "input": {}}]}, r"content\[0\]\.id"),
         ({"stop_reason": 3}, "stop_reason is a number"),
         ({"usage": []}, "usage is a list of 0"),
-        ({"usage": {"input_tokens": 1.5}}, r"usage\.input_tokens is a number \(1\.5\)"),
-        ({"usage": {"output_tokens": -1}}, r"usage\.output_tokens is a number \(-1\)"),
     ],
 )
 async def test_a_hostile_answer_is_a_model_error_naming_the_field(
@@ -413,7 +406,7 @@ async def test_a_huge_answer_is_refused_by_the_size_bound_not_a_crash(
     )
     body = {**shape("anthropic-answer.json"), "content": [{"type": "text", "text": "y" * 5000}]}
     route(wire).respond(200, json=body)
-    with pytest.raises(ModelError, match="over max_response_bytes=4096"):
+    with pytest.raises(ModelError, match="passed max_response_bytes=4096"):
         await model.complete(CONVERSATION, [])
 
 

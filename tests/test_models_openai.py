@@ -305,18 +305,6 @@ async def test_a_refusal_is_the_replys_text(model: OpenAIChatModel, wire: Wire) 
     assert (await model.complete(CONVERSATION, [])).text == "I can't help with that."
 
 
-@pytest.mark.parametrize("arguments", ['{"peer": "weather", "prom', "[1, 2]", '"peer"'])
-async def test_arguments_that_are_not_a_json_object_are_a_retryable_error_naming_the_tool(
-    model: OpenAIChatModel, wire: Wire, arguments: str
-) -> None:
-    body = shape("openai-tool-call.json")
-    body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = arguments
-    route(wire).respond(200, json=body)
-    with pytest.raises(ModelError, match=r"'call_peer'.*not a JSON object") as caught:
-        await model.complete(CONVERSATION, [CALL_PEER])
-    assert (caught.value.kind, caught.value.retryable) == ("unknown", True)
-
-
 # ------------------------------------------------------------------ failures
 
 
@@ -439,16 +427,7 @@ def _answer_with(path: list[Any], value: Any) -> dict[str, Any]:
         (["choices", 0, "message"], KeyError, r"choices\[0\]\.message is missing"),
         (["choices", 0, "message", "content"], 7, r"message\.content is a number"),
         (["choices", 0, "message", "tool_calls"], "call_peer", r"tool_calls is a string"),
-        (["choices", 0, "message", "tool_calls", 0, "id"], None, r"tool_calls\[0\]\.id is missing"),
-        (
-            ["choices", 0, "message", "tool_calls", 0, "function", "arguments"],
-            {"peer": "a"},
-            r"arguments is an object, expected a JSON string",
-        ),
         (["choices", 0, "finish_reason"], True, r"finish_reason is a boolean"),
-        (["usage", "prompt_tokens"], "many", r"usage\.prompt_tokens is a string"),
-        (["usage", "completion_tokens"], -5, r"usage\.completion_tokens is a number \(-5\)"),
-        (["usage", "completion_tokens"], True, r"usage\.completion_tokens is a boolean"),
         (["model"], ["m"], r"model is a list of 1"),
     ],
 )
@@ -462,15 +441,20 @@ async def test_a_hostile_answer_is_a_model_error_naming_the_field(
 
 
 @pytest.mark.parametrize(
-    "content", [b"<html>502 Bad Gateway</html>", b"[1, 2, 3]", b"\xff\xfe not utf-8", b""]
+    ("content", "said"),
+    [
+        (b"<html>502 Bad Gateway</html>", r"a web page, not JSON: '<html>502 Bad Gateway</html>'"),
+        (b"[1, 2, 3]", r"not a JSON object: '\[1, 2, 3\]'"),
+        (b"\xff\xfe not utf-8", "not a JSON object: '\ufffd\ufffd not utf-8'"),
+    ],
 )
-async def test_an_answer_that_is_not_a_json_object_is_a_model_error(
-    model: OpenAIChatModel, wire: Wire, content: bytes
+async def test_an_answer_that_is_not_a_json_object_is_a_model_error_quoting_it(
+    model: OpenAIChatModel, wire: Wire, content: bytes, said: str
 ) -> None:
     route(wire).respond(200, content=content, headers={"content-type": "application/json"})
-    with pytest.raises(ModelError, match=r"not a JSON object.*base_url") as caught:
+    with pytest.raises(ModelError, match=said) as caught:
         await model.complete(CONVERSATION, [])
-    assert caught.value.kind == "unknown"
+    assert (caught.value.kind, caught.value.retryable) == ("unknown", False)
 
 
 async def test_an_answer_over_the_size_bound_is_refused_and_one_at_the_bound_is_read(
@@ -488,7 +472,7 @@ async def test_an_answer_over_the_size_bound_is_refused_and_one_at_the_bound_is_
     below = OpenAIChatModel(
         "m", base_url=f"{BASE}/v1", http_client=wire.httpx_client(), max_response_bytes=exact - 1
     )
-    with pytest.raises(ModelError, match=f"{exact} bytes, over max_response_bytes={exact - 1}"):
+    with pytest.raises(ModelError, match=f"passed max_response_bytes={exact - 1}"):
         await below.complete(CONVERSATION, [])
 
 

@@ -30,6 +30,8 @@ from coreagent_sdk._wire import (
 )
 from coreagent_sdk._wire import TurnError as TurnErrorFrame
 
+from ..models._protocol import TOKENS_MAX, token_count
+
 __all__ = ["Agent", "Behavior", "Turn", "TurnAbandoned", "TurnFailed", "echo"]
 
 Agent = Callable[["Turn"], Awaitable[None]]
@@ -57,6 +59,12 @@ class TurnAbandoned(Exception):
 
 
 _event_ids = itertools.count(1)
+
+
+def add_tokens(total: int, more: object) -> int:
+    """`total + more` as a token count the wire can carry (see `token_count`): the sum stops
+    at `TOKENS_MAX` rather than go onto a frame a Go client cannot decode."""
+    return min(total + token_count(more), TOKENS_MAX)
 
 
 def _now() -> str:
@@ -117,11 +125,15 @@ class Turn:
         self.on_step: Callable[[TurnStep], None] | None = None
 
     def add_usage(self, input_tokens: int, output_tokens: int) -> None:
-        """Count tokens a model reported: `turn-complete` then carries these, not estimates."""
+        """Count tokens a model reported: `turn-complete` then carries these, not estimates.
+
+        Counts are made fit for the wire (`add_tokens`): a whole number, never
+        below 0, never past the daemon's int64.
+        """
         if self.tokens_in is None:  # the first report replaces the estimates made so far
             self.tokens_in, self.tokens_out = 0, 0
-        self.tokens_in += input_tokens
-        self.tokens_out += output_tokens
+        self.tokens_in = add_tokens(self.tokens_in, input_tokens)
+        self.tokens_out = add_tokens(self.tokens_out, output_tokens)
 
     @property
     def session_id(self) -> str:
@@ -141,10 +153,12 @@ class Turn:
         partial: bool = False,
         role: str = "model",
         author: str | None = None,
+        finish_reason: str = "",
     ) -> AgentFrame:
         event = AgentEvent(
             content=Content(role=role, parts=tuple(parts)),
             partial=partial,
+            finish_reason=finish_reason,
             id=f"e-{next(_event_ids)}",
             timestamp=_now(),
             invocation_id=self.invocation_id,
@@ -152,11 +166,15 @@ class Turn:
         )
         return self._session.publish_agent(event)
 
-    async def say(self, text: str) -> None:
-        """The final model answer (non-partial text, no function call): ends the turn's text."""
+    async def say(self, text: str, *, finish_reason: str = "") -> None:
+        """The final model answer (non-partial text, no function call): ends the turn's text.
+
+        ``finish_reason`` is the event's `FinishReason`, as ADK copies the model's:
+        ``"MAX_TOKENS"`` tells a reader the answer was cut at the model's output limit.
+        """
         if self.tokens_in is None:  # no model reported usage: estimate it
             self.tokens_out += max(1, len(text) // 4)
-        self._event([Part(text=text)])
+        self._event([Part(text=text)], finish_reason=finish_reason)
         await asyncio.sleep(0)
 
     async def narrate(
@@ -235,7 +253,7 @@ class Turn:
             ]
         )
         await asyncio.sleep(0)
-        responses = list(await asyncio.gather(*(self._call(peer, asked) for peer, asked in calls)))
+        responses = await self.ask_peers(calls)
         self._event(
             [
                 Part(
@@ -249,6 +267,15 @@ class Turn:
         )
         await asyncio.sleep(0)
         return responses
+
+    async def ask_peers(self, calls: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+        """`call_peer` calls at once, recording no events: for an agent that writes its own.
+
+        A `ModelAgent` writes one event with every call of a model reply (peers and
+        Python tools together) and one with every response, as ADK does, so it asks
+        its peers here. Each response is as `call_peer` returns it, in order.
+        """
+        return list(await asyncio.gather(*(self._call(peer, asked) for peer, asked in calls)))
 
     async def _call(self, peer: str, prompt: str) -> dict[str, Any]:
         started = time.perf_counter()

@@ -29,6 +29,8 @@ from urllib.parse import urlsplit
 
 from starlette.responses import Response
 
+from .._surrogates import SURROGATE, replace_surrogates
+
 __all__ = [
     "decode_into",
     "go_json",
@@ -50,7 +52,6 @@ _GO_SPACE = (
     "\u200a\u2028\u2029\u202f\u205f\u3000"
 )
 _DECIMAL = re.compile(r"[+-]?[0-9]+")  # ParseInt base 10: ASCII digits, one optional sign
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _TOKEN = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
 _MEDIA_TYPE = re.compile(rf"{_TOKEN}/{_TOKEN}")
 _PARAM = re.compile(rf'\s*{_TOKEN}\s*=\s*(?:{_TOKEN}|"(?:[^"\\]|\\.)*")\s*')
@@ -75,8 +76,16 @@ def json_response(
 
 
 def sse(event: str, payload: Any) -> bytes:
-    """One SSE frame exactly as the daemon writes it: `event: X\\ndata: {json}\\n\\n`."""
-    return f"event: {event}\ndata: {go_json(payload)}\n\n".encode()
+    """One SSE frame exactly as the daemon writes it: `event: X\\ndata: {json}\\n\\n`.
+
+    A lone surrogate (a model's split pair) is written as U+FFFD, as Go's encoder
+    writes invalid UTF-8, rather than failing the frame and the turn with it.
+    """
+    frame = f"event: {event}\ndata: {go_json(payload)}\n\n"
+    try:
+        return frame.encode()
+    except UnicodeEncodeError:
+        return SURROGATE.sub("\ufffd", frame).encode()
 
 
 def parse_since(raw: str | None) -> int:
@@ -102,31 +111,6 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"invalid character {name[0]!r} looking for beginning of value")
 
 
-def _replace_surrogates(value: Any) -> Any:
-    """Go decodes a lone \\ud800 escape to U+FFFD; Python keeps it and cannot encode it back.
-
-    Iterative, so a deeply nested body costs no recursion (Go's decoder nests 10,000 deep).
-    """
-
-    def fix(item: Any) -> Any:
-        return _SURROGATE.sub("\ufffd", item) if isinstance(item, str) else item
-
-    value = fix(value)
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, list):
-            for i, item in enumerate(node):
-                node[i] = fix(item)
-                stack.append(node[i])
-        elif isinstance(node, dict):
-            for key in list(node):
-                item = node.pop(key)
-                node[fix(key)] = fix(item)
-                stack.append(node[fix(key)])
-    return value
-
-
 def read_json(body: bytes) -> tuple[Any, str | None]:
     """(value, None) or (None, error text) for a body, as `json.Unmarshal` reads it."""
     try:
@@ -135,7 +119,7 @@ def read_json(body: bytes) -> tuple[Any, str | None]:
         return None, str(exc)
     if b"\\u" not in body:
         return value, None  # a lone surrogate can only come from an escape
-    return _replace_surrogates(value), None
+    return replace_surrogates(value), None
 
 
 def _kind(value: Any) -> str:

@@ -7,9 +7,18 @@ model. `ModelAgent` runs that loop on a `Turn`, so the same agent runs on
 the host in production, in the simulator's fleets and in tests with a
 `ScriptedModel`.
 
+The model reads what a daemon's model reads: the system prompt, then the
+drained inbox as the daemon's `[Inbox]` bundle (`Turn.model_prompt`). One
+model reply's tool calls (peers and Python tools together) are one event
+with every call and, once all have answered, one event with every response,
+as ADK writes them. A call the model gave no id gets one (``adk-<uuid>``,
+as ADK mints it) for the events, and the model is shown its call as it
+wrote it.
+
 The bounds are ours to make explicit where a daemon relies on its watchdog:
 at most `max_tool_rounds` rounds of tools, at most `max_peer_calls`
-`call_peer` calls in one round, and `turn_timeout` for the whole turn. A
+`call_peer` calls and `max_tool_calls` Python tool calls in one reply, and
+`turn_timeout` for the whole turn. A
 bound hit ends the turn with a `turn-error` naming the bound and the
 setting to change (kind ``watchdog``, as the daemon's runaway guard ends a
 turn; the deadline is ``transient_network`` and retryable, as a daemon
@@ -21,24 +30,34 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 from .._builder import RuntimeSpec
-from .._scrub import register, scrub
+from .._scrub import register, scrub, server_text
 from .._wire import AgentEvent, Content, FunctionCall, FunctionResponse, Part
 from ..models._protocol import Message, Model, ModelError, ModelReply, ToolCall, ToolSpec
 from ..models._tools import Skill, Tool
 from ._agents import CALL_PEER_TOOL, Turn
 from ._turn_steps import model_name, recorded_complete, recorded_tool
 
-__all__ = ["CALL_PEER_SPEC", "DEFAULT_MAX_PEER_CALLS", "DEFAULT_MAX_TOOL_ROUNDS", "ModelAgent"]
+__all__ = [
+    "CALL_PEER_SPEC",
+    "DEFAULT_MAX_PEER_CALLS",
+    "DEFAULT_MAX_TOOL_CALLS",
+    "DEFAULT_MAX_TOOL_ROUNDS",
+    "ModelAgent",
+]
 
 DEFAULT_MAX_TOOL_ROUNDS = 16
 """Rounds of tool calls a `ModelAgent` turn may make unless `max_tool_rounds=` says otherwise."""
 DEFAULT_MAX_PEER_CALLS = 8
 """`call_peer` calls one model reply may ask for unless `max_peer_calls=` says otherwise."""
+DEFAULT_MAX_TOOL_CALLS = 32
+"""Python tool calls one model reply may ask for unless `max_tool_calls=` says otherwise."""
+_MESSAGE_LIMIT = 500  # characters of a raising model's repr a turn-error quotes
 
 CALL_PEER_SPEC = ToolSpec(
     CALL_PEER_TOOL,
@@ -117,6 +136,7 @@ class ModelAgent:
         call_peer: Offer the `call_peer` tool (off: a model with local tools only).
         max_tool_rounds: Rounds of tool calls allowed in one turn.
         max_peer_calls: `call_peer` calls allowed in one model reply.
+        max_tool_calls: Python tool calls allowed in one model reply (they run at once).
         turn_timeout: Seconds a whole turn may take (None: no bound of its own).
 
     Attributes:
@@ -126,6 +146,7 @@ class ModelAgent:
         call_peer: Whether `call_peer` is offered.
         max_tool_rounds: Rounds of tool calls allowed in one turn.
         max_peer_calls: `call_peer` calls allowed in one model reply.
+        max_tool_calls: Python tool calls allowed in one model reply.
         turn_timeout: Seconds a whole turn may take, or None.
     """
 
@@ -140,6 +161,7 @@ class ModelAgent:
         call_peer: bool = True,
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
         max_peer_calls: int = DEFAULT_MAX_PEER_CALLS,
+        max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
         turn_timeout: float | None = None,
     ) -> None:
         if not callable(getattr(model, "complete", None)):
@@ -156,6 +178,7 @@ class ModelAgent:
         self.call_peer = call_peer
         self.max_tool_rounds = _positive("max_tool_rounds", max_tool_rounds)
         self.max_peer_calls = _positive("max_peer_calls", max_peer_calls)
+        self.max_tool_calls = _positive("max_tool_calls", max_tool_calls)
         self.turn_timeout = turn_timeout
         self.skills = tuple(skills)
         given = dict(secrets or {})
@@ -241,8 +264,16 @@ class ModelAgent:
     def __repr__(self) -> str:
         return (
             f"ModelAgent({self.model!r}, tools=[{', '.join(s.name for s in self._specs)}], "
-            f"max_tool_rounds={self.max_tool_rounds}, max_peer_calls={self.max_peer_calls})"
+            f"max_tool_rounds={self.max_tool_rounds}, max_peer_calls={self.max_peer_calls}, "
+            f"max_tool_calls={self.max_tool_calls})"
         )
+
+    async def aclose(self) -> None:
+        """Close the model, when it can be closed (an adapter's HTTP client); a `Fleet` does
+        this as it stops. An adapter closed so opens a fresh client on its next request."""
+        close = getattr(self.model, "aclose", None)
+        if close is not None:
+            await close()
 
     @property
     def model_name(self) -> str:
@@ -277,13 +308,19 @@ class ModelAgent:
             )
 
     async def _loop(self, turn: Turn) -> None:
-        messages = [Message.system(self.system_prompt(turn.agent)), Message.user(turn.prompt)]
+        # The drained inbox as a daemon's model reads it: the [Inbox] bundle, guidance and all.
+        messages = [
+            Message.system(self.system_prompt(turn.agent)),
+            Message.user(turn.model_prompt),
+        ]
         rounds = 0
         while True:
             reply = await self._ask(turn, messages)
-            turn.add_usage(reply.usage.input_tokens, reply.usage.output_tokens)
+            if reply.usage.total_tokens:  # none reported: the host's estimate stands
+                turn.add_usage(reply.usage.input_tokens, reply.usage.output_tokens)
             if not reply.tool_calls:
-                await turn.say(reply.text)
+                # A cut answer is still the answer; its event says it was cut, as ADK's does.
+                await turn.say(reply.text, finish_reason="MAX_TOKENS" if reply.cut else "")
                 return
             if rounds >= self.max_tool_rounds:
                 await turn.error(
@@ -294,17 +331,32 @@ class ModelAgent:
                     code="max_tool_rounds",
                 )
             rounds += 1
-            asked = sum(1 for c in reply.tool_calls if c.name == CALL_PEER_TOOL)
-            if self.call_peer and asked > self.max_peer_calls:
-                await turn.error(
-                    "watchdog",
-                    f"ModelAgent: the model asked for {asked} call_peer calls in one reply, over "
-                    f"max_peer_calls={self.max_peer_calls}; raise ModelAgent(max_peer_calls=...) "
-                    "to allow more at once",
-                    code="max_peer_calls",
-                )
+            await self._check_calls(turn, reply)
+            # The model is shown its calls as it wrote them: an id minted for the events
+            # (adk-<uuid>) is not its own, so it never sees one.
             messages.append(Message.assistant(reply.text, reply.tool_calls))
             messages.extend(await self._round(turn, reply))
+
+    async def _check_calls(self, turn: Turn, reply: ModelReply) -> None:
+        """End the turn if one reply asks for more calls at once than the bounds allow."""
+        peers = sum(1 for c in reply.tool_calls if self._is_peer_call(c))
+        if self.call_peer and peers > self.max_peer_calls:
+            await turn.error(
+                "watchdog",
+                f"ModelAgent: the model asked for {peers} call_peer calls in one reply, over "
+                f"max_peer_calls={self.max_peer_calls}; raise ModelAgent(max_peer_calls=...) "
+                "to allow more at once",
+                code="max_peer_calls",
+            )
+        local = len(reply.tool_calls) - peers
+        if local > self.max_tool_calls:
+            await turn.error(
+                "watchdog",
+                f"ModelAgent: the model asked for {local} tool calls in one reply, over "
+                f"max_tool_calls={self.max_tool_calls}; raise ModelAgent(max_tool_calls=...) "
+                "to allow more at once",
+                code="max_tool_calls",
+            )
 
     async def _ask(self, turn: Turn, messages: Sequence[Message]) -> ModelReply:
         try:
@@ -318,9 +370,8 @@ class ModelAgent:
             )
             raise  # unreachable: turn.error raises
         except Exception as exc:
-            await turn.error(
-                "unknown", scrub(f"ModelAgent: the model raised {exc!r}"), retryable=False
-            )
+            said, cut = server_text(f"ModelAgent: the model raised {exc!r}", _MESSAGE_LIMIT)
+            await turn.error("unknown", said + ("..." if cut else ""), retryable=False)
             raise  # unreachable
         if not isinstance(reply, ModelReply):
             await turn.error(
@@ -330,75 +381,76 @@ class ModelAgent:
             )
         return reply
 
+    def _is_peer_call(self, call: ToolCall) -> bool:
+        """Whether `call` goes to a peer: `call_peer` with string peer and prompt, nothing else."""
+        args = call.arguments
+        return (
+            self.call_peer
+            and call.name == CALL_PEER_TOOL
+            and not call.error
+            and isinstance(args.get("peer"), str)
+            and isinstance(args.get("prompt"), str)
+            and set(args) <= {"peer", "prompt"}
+        )
+
     async def _round(self, turn: Turn, reply: ModelReply) -> list[Message]:
-        """Run one reply's tool calls (peers and local tools at once); their results, in order."""
-        peers: list[ToolCall] = []
-        local: list[ToolCall] = []
-        for call in reply.tool_calls:
-            args = call.arguments
-            if (
-                self.call_peer
-                and call.name == CALL_PEER_TOOL
-                and isinstance(args.get("peer"), str)
-                and isinstance(args.get("prompt"), str)
-                and set(args) <= {"peer", "prompt"}
-            ):
-                peers.append(call)
-            else:
-                local.append(call)
-        text = reply.text
-        if local:
-            # The model's words and its local calls, one event (the peers' event follows).
-            await self._emit(
-                turn,
-                ([Part(text=text)] if text else [])
-                + [
-                    Part(function_call=FunctionCall(name=c.name, args=dict(c.arguments), id=c.id))
-                    for c in local
-                ],
-            )
-            text = ""
+        """Run one reply's tool calls (peers and local tools at once); their results, in order.
+
+        One model event holds the reply's words and every call, one user event every
+        response once all are in, as ADK writes a reply's parallel calls.
+        """
+        calls = reply.tool_calls
+        # ADK's populateClientFunctionCallID: a call without an id gets adk-<uuid>.
+        ids = [c.id or f"adk-{uuid.uuid4()}" for c in calls]
+        await self._emit(
+            turn,
+            ([Part(text=reply.text)] if reply.text else [])
+            + [
+                Part(function_call=FunctionCall(name=c.name, args=dict(c.arguments), id=i))
+                for c, i in zip(calls, ids, strict=True)
+            ],
+        )
+        peers = [c for c in calls if self._is_peer_call(c)]
+        local = [c for c in calls if not self._is_peer_call(c)]
 
         async def run_peers() -> list[dict[str, Any]]:
             if not peers:
                 return []
             pairs = [(str(c.arguments["peer"]), str(c.arguments["prompt"])) for c in peers]
-            return await turn.call_peers(pairs, text=text, ids=[c.id for c in peers])
+            return await turn.ask_peers(pairs)
 
         async def run_local() -> list[dict[str, Any]]:
-            if not local:
-                return []
-            done = list(
+            return list(
                 await asyncio.gather(*(recorded_tool(turn, c, self._run_tool(c)) for c in local))
             )
-            await self._emit(
-                turn,
-                [
-                    Part(function_response=FunctionResponse(name=c.name, response=r, id=c.id))
-                    for c, r in zip(local, done, strict=True)
-                ],
-                role="user",
-            )
-            return done
 
         if peers and local:
             peer_results, local_results = await asyncio.gather(run_peers(), run_local())
         else:  # one kind of call: no tasks to spawn for the other (the common case)
             peer_results, local_results = await run_peers(), await run_local()
-        by_id = {
+        by_call = {
             id(c): r
             for c, r in itertools.chain(
                 zip(peers, peer_results, strict=True), zip(local, local_results, strict=True)
             )
         }
+        results = [by_call[id(c)] for c in calls]
+        await self._emit(
+            turn,
+            [
+                Part(function_response=FunctionResponse(name=c.name, response=r, id=i))
+                for c, r, i in zip(calls, results, ids, strict=True)
+            ],
+            role="user",
+        )
         return [
-            Message.tool_result(
-                c, json.dumps(by_id[id(c)], default=str), is_error="error" in by_id[id(c)]
-            )
-            for c in reply.tool_calls
+            Message.tool_result(c, json.dumps(r, default=str), is_error="error" in r)
+            for c, r in zip(calls, results, strict=True)
         ]
 
     async def _run_tool(self, call: ToolCall) -> dict[str, Any]:
+        if call.error:  # arguments the model wrote wrong: it reads why, the tool never runs
+            return {"error": scrub(call.error)}
         entry = self._tools.get(call.name)
         if entry is None:
             if call.name == CALL_PEER_TOOL and self.call_peer:

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.types import Send
 
+from .._scrub import server_text
 from .._wire import AgentEvent, AgentFrame, Content, Part
-from ._agents import Turn, TurnAbandoned, TurnFailed
+from ._agents import Turn, TurnAbandoned, TurnFailed, add_tokens
 from ._gowire import sse as encode_sse
 from ._inbox import INBOX_CAP, inbox_block
 from ._registry import rfc3339
@@ -50,6 +51,7 @@ turn, while a host's writer waits for the turn to yield, so a turn that
 publishes a burst without yielding must not cut a reader that is keeping up.
 """
 _CLOSE = None  # queued to a subscriber: end its stream
+TURN_ERROR_MESSAGE_LIMIT = 500  # characters of a raising behaviour's repr a turn-error quotes
 
 
 class _Subscriber:
@@ -250,7 +252,10 @@ class _Session:
             except TurnAbandoned:
                 return None
             except Exception as exc:  # a behaviour bug is the peer's turn error, as on a daemon
-                message = f"behaviour raised {exc!r}"
+                # Scrubbed and bounded: an exception's repr may quote a whole frame, a
+                # model's text, or a secret a tool was handed.
+                said, cut = server_text(f"behaviour raised {exc!r}", TURN_ERROR_MESSAGE_LIMIT)
+                message = said + ("..." if cut else "")
                 span.fail(type(exc).__name__, message)
                 self.publish(
                     "turn-error", {"kind": "unknown", "message": message, "retryable": False}
@@ -258,9 +263,13 @@ class _Session:
                 if self.daemon.on_agent_error is not None:
                     self.daemon.on_agent_error(exc)
                 return None
-        tokens_in = turn.tokens_in if turn.tokens_in is not None else max(1, len(prompt) // 4)
-        self.tokens_in += tokens_in
-        self.tokens_out += turn.tokens_out
+        # Whole, >= 0 and within int64 whatever an agent or its model counted: the
+        # daemon's TokensIn is a Go int, and a Go client cannot decode a frame past it.
+        estimate = max(1, len(prompt) // 4)
+        tokens_in = add_tokens(0, turn.tokens_in if turn.tokens_in is not None else estimate)
+        tokens_out = add_tokens(0, turn.tokens_out)
+        self.tokens_in = add_tokens(self.tokens_in, tokens_in)
+        self.tokens_out = add_tokens(self.tokens_out, tokens_out)
         self.turns += 1
         # No cost_usd: the daemon leaves it out and the next usage-update carries cost.
         self.publish(
@@ -269,13 +278,13 @@ class _Session:
                 "prompt_id": turn.prompt_id,
                 "model": self.daemon.model,
                 "tokens_in": tokens_in,
-                "tokens_out": turn.tokens_out,
+                "tokens_out": tokens_out,
                 "latency_ms": int((time.perf_counter() - started) * 1000),
             },
         )
         return {
             "tokens_in": tokens_in,
-            "tokens_out": turn.tokens_out,
+            "tokens_out": tokens_out,
             "cost_usd": 0.0,
             "model": self.daemon.model,
         }

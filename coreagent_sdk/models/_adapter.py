@@ -19,6 +19,7 @@ Properties held by construction, for every adapter:
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
 import json
@@ -28,18 +29,25 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
+from .._deadline import within
 from .._scrub import LOG_FILTER, register, scrub, server_text
-from ._protocol import ModelError
+from .._surrogates import replace_surrogates
+from ._bounded import BodyTooLarge, BrokenOff, bounding, read_body, unbounding
+from ._protocol import ModelError, ModelReply, ToolCall, token_count
 
 __all__ = [
     "MAX_RESPONSE_BYTES",
     "Shape",
+    "arguments_call",
     "ask",
+    "check_reply",
     "connection_failure",
     "call_arguments",
     "decode_answer",
+    "given_timeout",
     "load_package",
     "read_key",
+    "refuse_streaming",
     "scrub_vendor_logs",
     "status_failure",
 ]
@@ -195,18 +203,52 @@ async def ask(
     component: str,
     where: str,
     on_status: Callable[[Any], ModelError],
+    limit: int,
+    timeout: float | None,
 ) -> bytes:
-    """One `create` call's raw answer body, or the `ModelError` its failure maps to.
+    """One streamed `create` call's raw answer body, or the `ModelError` its failure maps to.
 
-    Both vendor SDKs name their errors alike (`APIStatusError`,
-    `APIConnectionError`, `APITimeoutError`, under one base class), so one
-    ladder serves both; `on_status` reads the vendor's status error.
+    `create` is the SDK's `with_streaming_response.create`: the body is read
+    here, at most `limit` bytes plus one chunk (see `_bounded`), and the whole
+    request (connection, waiting, every byte) ends by `timeout`. Both vendor
+    SDKs name their errors alike (`APIStatusError`, `APIConnectionError`,
+    `APITimeoutError`, under one base class), so one ladder serves both;
+    `on_status` reads the vendor's status error.
     """
     failure: ModelError | None = None
     content = b""
+
+    async def exchange() -> bytes:
+        async with create(**call_arguments(create, body)) as response:
+            return await read_body(response, limit)
+
+    marked = bounding()
     try:
-        raw = await create(**call_arguments(create, body))
-        content = raw.http_response.content
+        content = await (within(timeout, exchange()) if timeout else exchange())
+    except BodyTooLarge as exc:
+        failure = ModelError(
+            f"{component}: the answer from {where} passed max_response_bytes={exc.limit} "
+            f"(refused after reading {exc.read} bytes); raise the bound if the model really "
+            "writes this much",
+            kind="unknown",
+            retryable=False,
+        )
+    except BrokenOff as exc:
+        shown, cut = server_text(exc.read[:400], 200)
+        failure = ModelError(
+            f"{component}: {where} broke off in the middle of its answer ({exc.error_type} "
+            f"after {len(exc.read)} bytes: {shown + ('...' if cut else '')!r}); try again",
+            kind="transient_network",
+            retryable=True,
+        )
+    except asyncio.TimeoutError:
+        failure = ModelError(
+            f"{component}: {where} did not answer within timeout={timeout:g}s (one bound for "
+            "the whole request: connecting, waiting and reading); raise timeout=, or check "
+            "that the server is not stalled",
+            kind="transient_network",
+            retryable=True,
+        )
     except vendor.APIStatusError as exc:
         failure = on_status(exc)
     except (vendor.APIConnectionError, vendor.APITimeoutError) as exc:
@@ -218,11 +260,21 @@ async def ask(
             kind="unknown",
             retryable=False,
         )
+    finally:
+        unbounding(marked)
     # Raised here, not in the except blocks: the vendor's exception holds the raw
     # response (an echoed key and all) and must not become the ModelError's __context__.
     if failure is not None:
         raise failure
     return bytes(content)
+
+
+def given_timeout(client: Any) -> float | None:
+    """The whole-request bound for a client the user configured: its own timeout, if a number."""
+    value = getattr(client, "timeout", None)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        return None
+    return float(value)
 
 
 def call_arguments(create: Any, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -249,8 +301,18 @@ def call_arguments(create: Any, body: Mapping[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
-def decode_answer(content: bytes, *, component: str, limit: int) -> dict[str, Any]:
-    """A 2xx answer's body as a JSON object, or a `ModelError` saying what it is instead."""
+def decode_answer(
+    content: bytes, *, component: str, limit: int, where: str, expected: str
+) -> dict[str, Any]:
+    """A 2xx answer's body as a JSON object, or a `ModelError` saying what it is instead.
+
+    Invalid UTF-8 and lone surrogates become U+FFFD, as Go's decoder reads
+    them. What is not a JSON object is reported with the server's own first
+    words (scrubbed), told apart: a web page, JSON cut short or malformed
+    (retryable: a proxy or the server broke off), or other text. An object
+    holding an `error` where the answer's `expected` field belongs is that
+    error, in the server's words.
+    """
     if len(content) > limit:
         raise ModelError(
             f"{component}: the answer is {len(content)} bytes, over max_response_bytes="
@@ -260,19 +322,158 @@ def decode_answer(content: bytes, *, component: str, limit: int) -> dict[str, An
         )
     # Scrubbed as text before it is decoded: a key the server echoes into the
     # model's text or a tool's arguments is [redacted] wherever it lands.
+    text = scrub(content.decode("utf-8", "replace"))
     try:
-        data = json.loads(scrub(content.decode("utf-8")))
+        data = json.loads(text)
     except ValueError:
         data = None
-    if not isinstance(data, dict):
-        shown, _ = server_text(content[:200], 120)
+    if isinstance(data, dict):
+        failure = answered_error(data, component=component, where=where, expected=expected)
+        if failure is not None:
+            raise failure
+        # A lone surrogate can only come from an escape: most answers have none.
+        decoded: dict[str, Any] = replace_surrogates(data) if "\\u" in text else data
+        return decoded
+    shown, cut = server_text(text[:400], 200)
+    said = repr(shown + ("..." if cut else ""))
+    head = text.lstrip()[:1]
+    if not head:
         raise ModelError(
-            f"{component}: the answer is not a JSON object: {shown!r}; check that base_url "
+            f"{component}: the answer is empty ({len(content)} bytes); the server or a proxy "
+            "broke off before it wrote one: try again",
+            kind="transient_network",
+            retryable=True,
+        )
+    if head == "<":
+        raise ModelError(
+            f"{component}: the answer is a web page, not JSON: {said}; check that base_url "
             "points at the API itself, not a web page or a proxy",
             kind="unknown",
             retryable=False,
         )
-    return data
+    if head in "{[" and data is None:
+        raise ModelError(
+            f"{component}: the answer is JSON cut short or malformed ({len(content)} bytes): "
+            f"{said}; the server or a proxy broke off: try again",
+            kind="transient_network",
+            retryable=True,
+        )
+    raise ModelError(
+        f"{component}: the answer is not a JSON object: {said}; the server at base_url "
+        "does not speak this API, or answered in its own words",
+        kind="unknown",
+        retryable=False,
+    )
+
+
+# An error a server reports in a 2xx body, by its type's words: the kind and retryable.
+_ERROR_TYPES: tuple[tuple[str, str, bool], ...] = (
+    ("rate", "rate_limited", True),
+    ("overload", "transient_network", True),
+    ("server", "transient_network", True),
+    ("unavailable", "transient_network", True),
+    ("timeout", "transient_network", True),
+    ("auth", "auth_error", False),
+    ("permission", "auth_error", False),
+    ("not_found", "model_not_found", False),
+    ("invalid_request", "config_error", False),
+)
+
+
+def answered_error(
+    data: Mapping[str, Any], *, component: str, where: str, expected: str
+) -> ModelError | None:
+    """A 2xx answer that holds an `error` instead of `expected`: the server's words as an error."""
+    if expected in data or "error" not in data:
+        return None
+    error = data["error"]
+    kind_words = ""
+    if isinstance(error, Mapping):
+        for key in ("type", "code", "status"):
+            if isinstance(error.get(key), str):
+                kind_words += error[key].lower() + " "
+    kind, retryable = next(
+        ((k, r) for word, k, r in _ERROR_TYPES if word in kind_words), ("unknown", False)
+    )
+    said = _server_message(data, json.dumps(error, default=str)[:400])
+    shown_type, _ = server_text(kind_words.strip(), 60)
+    return ModelError(
+        f"{component}: {where} answered 200 with an error in place of an answer: {said}"
+        + (f" (type {shown_type!r})" if shown_type else "")
+        + ("; try again later" if retryable else ""),
+        kind=kind,
+        retryable=retryable,
+    )
+
+
+def refuse_streaming(options: Mapping[str, Any], component: str) -> None:
+    """Refuse `options` asking for what the adapter cannot read: a streamed (SSE) answer."""
+    if options.get("stream") not in (None, False):
+        raise ValueError(
+            f"{component}: options={{'stream': {options['stream']!r}}} asks for a streamed "
+            "answer, which this adapter does not read (it reads one JSON answer per request); "
+            "leave 'stream' out of options"
+        )
+
+
+def arguments_call(call_id: str, name: str, raw: object) -> ToolCall:
+    """The tool call a model wrote, whatever its arguments: one rule for both adapters.
+
+    A JSON object (or JSON text of one; empty text is ``{}``, as some servers
+    send for a tool without parameters) is the arguments. Anything else is a
+    call that cannot run: the loop answers it with `ToolCall.error`, never
+    running the tool, and the model reads why and can call again (the
+    daemon's spirit: its adapter runs the tool on ``{}`` and the model reads
+    the tool's complaint). A reply cut at the output limit is refused by
+    `check_reply` instead: asking again would be cut again.
+    """
+    decoded: object = raw
+    if isinstance(raw, str):
+        try:
+            decoded = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            decoded = None
+    if isinstance(decoded, dict):
+        return ToolCall(call_id, name, replace_surrogates(decoded))
+    shown, was_cut = server_text(raw if isinstance(raw, str) else json.dumps(raw), 120)
+    return ToolCall(
+        call_id,
+        name,
+        {},
+        error=(
+            f"{name[:80]}: the arguments are not a JSON object ({shown!r}"
+            f"{'...' if was_cut else ''}); the tool did not run: call it again with its "
+            "arguments as one JSON object"
+        ),
+    )
+
+
+def check_reply(reply: ModelReply, *, component: str, limit_option: str) -> ModelReply:
+    """Refuse a reply nobody could use: empty, or cut at the output limit inside a tool call."""
+    if reply.cut and any(c.error for c in reply.tool_calls):
+        broken = next(c for c in reply.tool_calls if c.error)
+        raise ModelError(
+            f"{component}: the model's reply was cut at its output limit (stop reason "
+            f"{reply.stop_reason!r}) in the middle of the arguments of tool "
+            f"{broken.name[:80]!r}; asking again would be cut again: raise {limit_option}, "
+            "or ask for less in one reply",
+            kind="config_error",
+            retryable=False,
+        )
+    if not reply.text and not reply.tool_calls:
+        shown, _ = server_text(reply.stop_reason, 40)
+        why = (
+            f"it was cut at its output limit before it wrote anything: raise {limit_option}"
+            if reply.cut
+            else "asking again usually gives one"
+        )
+        raise ModelError(
+            f"{component}: the model answered with nothing (no text and no tool call; stop "
+            f"reason {shown!r}); {why}",
+            kind="config_error" if reply.cut else "unknown",
+            retryable=not reply.cut,
+        )
+    return reply
 
 
 class Shape:
@@ -315,13 +516,8 @@ class Shape:
         return value
 
     def count(self, data: Mapping[str, Any], key: str, path: str) -> int:
-        """A token count: a non-negative integer, 0 when absent."""
-        value: int = self.get(
-            data, key, path, int, "a non-negative integer", required=False, default=0
-        )
-        if value < 0:
-            raise self.fail(path, "a non-negative integer", value)
-        return value
+        """A token count made fit for the wire (`token_count`): never a reason to fail a turn."""
+        return token_count(data.get(key))
 
 
 def _kinds(kind: type | tuple[type, ...]) -> tuple[type, ...]:

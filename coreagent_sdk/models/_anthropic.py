@@ -20,6 +20,12 @@ Translation, both ways:
   blocks its tool calls, `stop_reason` as sent, `input_tokens` /
   `output_tokens` its usage. Blocks of other types (thinking, server tools)
   are skipped.
+- A `tool_use` whose `input` is not an object (nor JSON text of one) is a
+  call the loop answers with an error instead of running the tool, the same
+  rule as the OpenAI adapter's; a call with no id gets one from the loop,
+  which the model never sees. A reply cut at `max_tokens` inside a tool call
+  is a `ModelError` naming `max_tokens`; a cut text answer is delivered,
+  marked cut (`ModelReply.cut`).
 """
 
 from __future__ import annotations
@@ -32,13 +38,18 @@ from .._scrub import register
 from ._adapter import (
     MAX_RESPONSE_BYTES,
     Shape,
+    arguments_call,
     ask,
+    check_reply,
     decode_answer,
+    given_timeout,
     load_package,
     read_key,
+    refuse_streaming,
     scrub_vendor_logs,
     status_failure,
 )
+from ._bounded import install
 from ._protocol import Message, ModelError, ModelReply, ToolCall, ToolSpec, Usage
 
 if TYPE_CHECKING:
@@ -71,13 +82,16 @@ class AnthropicModel:
         api_key_env: The environment variable holding the key.
         base_url: The API's URL; Anthropic's own when None.
         max_tokens: The most tokens one reply may have (the API requires a bound).
-        timeout: Seconds for one request, connection included.
+        timeout: Seconds for one whole request: connecting, waiting and reading
+            every byte (a server trickling its answer is cut here).
         max_retries: The SDK's own retries of a failed request.
         http_client: An `httpx2.AsyncClient` the SDK sends through, e.g. one
             with an in-process transport for tests.
         options: More request fields sent as they are (`temperature`,
-            `tool_choice`, ...).
-        max_response_bytes: The largest answer read into a reply.
+            `tool_choice`, ...); not `stream`, which asks for an answer this
+            adapter does not read.
+        max_response_bytes: The largest answer read into a reply; reading
+            stops there (at most this plus one chunk is held).
 
     Attributes:
         model: The model's name, as sent.
@@ -106,6 +120,7 @@ class AnthropicModel:
                 f"{_COMPONENT}: max_tokens {max_tokens!r} must be a positive integer, "
                 f"such as {DEFAULT_MAX_TOKENS}"
             )
+        refuse_streaming(dict(options or {}), _COMPONENT)
         anthropic = load_package("anthropic", component=_COMPONENT, extra="anthropic")
         scrub_vendor_logs("anthropic", "httpx", "httpx2", "httpcore", "httpcore2")
         self.model = model
@@ -113,6 +128,7 @@ class AnthropicModel:
         self._options = dict(options or {})
         self._limit = max_response_bytes
         self._anthropic = anthropic
+        self._closed = False
         if client is not None:
             for attribute in ("api_key", "auth_token"):
                 secret = getattr(client, attribute, None)
@@ -120,27 +136,47 @@ class AnthropicModel:
             self._client: Any = client
             self._owns_client = False
             self._key_env: str | None = None
+            self._timeout = given_timeout(client)
         else:
             key = read_key(api_key_env, component=_COMPONENT)
             url = checked_base_url(base_url, _COMPONENT) if base_url is not None else None
-            self._client = anthropic.AsyncAnthropic(
-                api_key=key,
-                base_url=url,
-                timeout=timeout,
-                max_retries=max_retries,
-                http_client=http_client,
-            )
+
+            def build() -> Any:
+                return anthropic.AsyncAnthropic(
+                    api_key=key,
+                    base_url=url,
+                    timeout=timeout,
+                    max_retries=max_retries,
+                    http_client=http_client,
+                )
+
+            self._build = build
+            self._client = build()
             self._key_env = api_key_env
             self._owns_client = True
+            self._timeout = float(timeout)
+        install(self._client)
         self.base_url = str(self._client.base_url).rstrip("/")
 
     def __repr__(self) -> str:
         return f"AnthropicModel(model={self.model!r}, base_url={shown_url(self.base_url)!r})"
 
     async def aclose(self) -> None:
-        """Close the HTTP client this adapter built; a client you passed stays yours to close."""
-        if self._owns_client:
+        """Close the HTTP client this adapter built; a client you passed stays yours to close.
+
+        A closed adapter still works: its next request builds a fresh client
+        (a fleet closes its models as it stops; the next fleet reuses them).
+        """
+        if self._owns_client and not self._closed:
+            self._closed = True
             await self._client.close()
+
+    def _open_client(self) -> Any:
+        if self._closed:
+            self._closed = False
+            self._client = self._build()
+            install(self._client)
+        return self._client
 
     async def __aenter__(self) -> AnthropicModel:
         return self
@@ -152,15 +188,24 @@ class AnthropicModel:
         """Ask the model once: the conversation and the tools it may call."""
         body = self.request_body(messages, tools)
         content = await ask(
-            self._client.messages.with_raw_response.create,
+            self._open_client().messages.with_streaming_response.create,
             body,
             vendor=self._anthropic,
             base_error=self._anthropic.AnthropicError,
             component=_COMPONENT,
             where=self._where(),
             on_status=self._status_failure,
+            limit=self._limit,
+            timeout=self._timeout,
         )
-        return self._reply(decode_answer(content, component=_COMPONENT, limit=self._limit))
+        data = decode_answer(
+            content,
+            component=_COMPONENT,
+            limit=self._limit,
+            where=self._where(),
+            expected="content",
+        )
+        return check_reply(self._reply(data), component=_COMPONENT, limit_option="max_tokens=")
 
     def _status_failure(self, exc: Any) -> ModelError:
         return status_failure(
@@ -193,6 +238,9 @@ class AnthropicModel:
     def _reply(self, data: dict[str, Any]) -> ModelReply:
         shape = Shape(_COMPONENT, "a message")
         blocks = shape.get(data, "content", "content", list, "a list of content blocks")
+        stop = shape.get(
+            data, "stop_reason", "stop_reason", str, "a string or null", required=False, default=""
+        )
         texts: list[str] = []
         calls: list[ToolCall] = []
         for i, block in enumerate(blocks):
@@ -203,16 +251,11 @@ class AnthropicModel:
             if kind == "text":
                 texts.append(shape.get(block, "text", f"{path}.text", str, "a string"))
             elif kind == "tool_use":
-                calls.append(
-                    ToolCall(
-                        shape.get(block, "id", f"{path}.id", str, "a string"),
-                        shape.get(block, "name", f"{path}.name", str, "a string"),
-                        shape.get(block, "input", f"{path}.input", dict, "an object"),
-                    )
-                )
-        stop = shape.get(
-            data, "stop_reason", "stop_reason", str, "a string or null", required=False, default=""
-        )
+                # A missing or empty id is the loop's to mint (as ADK does).
+                call_id = shape.get(block, "id", f"{path}.id", str, "a string", required=False)
+                name = shape.get(block, "name", f"{path}.name", str, "a string")
+                raw = block.get("input")
+                calls.append(arguments_call(call_id or "", name, {} if raw is None else raw))
         usage = shape.get(data, "usage", "usage", dict, "an object", required=False, default={})
         model = shape.get(data, "model", "model", str, "a string", required=False, default="")
         return ModelReply(
@@ -229,20 +272,20 @@ class AnthropicModel:
 
 def _blocks(message: Message) -> list[dict[str, Any]]:
     if message.role == "tool":
-        block: dict[str, Any] = {
-            "type": "tool_result",
-            "tool_use_id": message.tool_call_id,
-            "content": message.text,
-        }
+        block: dict[str, Any] = {"type": "tool_result"}
+        if message.tool_call_id:  # a server that gave its call no id is answered without one
+            block["tool_use_id"] = message.tool_call_id
+        block["content"] = message.text
         if message.is_error:
             block["is_error"] = True
         return [block]
     # The API refuses an empty text block; a message of tool calls alone has none.
     blocks: list[dict[str, Any]] = [{"type": "text", "text": message.text}] if message.text else []
-    blocks += [
-        {"type": "tool_use", "id": c.id, "name": c.name, "input": dict(c.arguments)}
-        for c in message.tool_calls
-    ]
+    for c in message.tool_calls:
+        use: dict[str, Any] = {"type": "tool_use"}
+        if c.id:
+            use["id"] = c.id
+        blocks.append({**use, "name": c.name, "input": dict(c.arguments)})
     return blocks
 
 

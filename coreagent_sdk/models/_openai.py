@@ -16,10 +16,14 @@ Translation, both ways:
 - A reply's `content` is its text (its `refusal` when there is no content),
   `finish_reason` its stop reason as sent, `prompt_tokens`/`completion_tokens`
   its usage (0 when a compatible server reports none).
-- Arguments that are not a JSON object are a retryable `ModelError` of kind
-  `unknown` naming the tool: the loop cannot run a tool on them, and asking
-  the model again usually gives valid JSON. Empty arguments (`""`), which
-  some compatible servers send for a tool without parameters, are `{}`.
+- Arguments that are not a JSON object make a call the loop answers with an
+  error instead of running the tool (`ToolCall.error`), so the model reads
+  why and calls again; empty arguments (`""`), which some compatible servers
+  send for a tool without parameters, are `{}`. A call with no id (or an
+  empty one) gets one from the loop, which the model never sees.
+- A reply cut at the output limit (`finish_reason: "length"`) in the middle
+  of a tool call is a `ModelError` naming the option to raise; a cut text
+  answer is delivered, marked cut (`ModelReply.cut`).
 """
 
 from __future__ import annotations
@@ -33,13 +37,18 @@ from .._scrub import register
 from ._adapter import (
     MAX_RESPONSE_BYTES,
     Shape,
+    arguments_call,
     ask,
+    check_reply,
     decode_answer,
+    given_timeout,
     load_package,
     read_key,
+    refuse_streaming,
     scrub_vendor_logs,
     status_failure,
 )
+from ._bounded import install
 from ._protocol import Message, ModelError, ModelReply, ToolCall, ToolSpec, Usage
 
 if TYPE_CHECKING:
@@ -74,13 +83,16 @@ class OpenAIChatModel:
         api_key_env: The environment variable holding the key; None for a
             server that needs none.
         base_url: The API's URL (`.../v1`); OpenAI's own when None.
-        timeout: Seconds for one request, connection included.
+        timeout: Seconds for one whole request: connecting, waiting and reading
+            every byte (a server trickling its answer is cut here).
         max_retries: The SDK's own retries of a failed request.
         http_client: An `httpx.AsyncClient` (or `httpx2.AsyncClient`) the SDK
             sends through, e.g. one with an in-process transport for tests.
         options: More request fields sent as they are (`temperature`,
-            `max_completion_tokens`, `tool_choice`, ...).
-        max_response_bytes: The largest answer read into a reply.
+            `max_completion_tokens`, `tool_choice`, ...); not `stream`, which
+            asks for an answer this adapter does not read.
+        max_response_bytes: The largest answer read into a reply; reading
+            stops there (at most this plus one chunk is held).
 
     Attributes:
         model: The model's name, as sent.
@@ -102,12 +114,14 @@ class OpenAIChatModel:
     ) -> None:
         if not isinstance(model, str) or not model:
             raise ValueError(f"{_COMPONENT}: model {model!r} must be a non-empty model name")
+        refuse_streaming(dict(options or {}), _COMPONENT)
         openai = load_package("openai", component=_COMPONENT, extra="openai")
         scrub_vendor_logs("openai", "httpx", "httpx2", "httpcore", "httpcore2")
         self.model = model
         self._options = dict(options or {})
         self._limit = max_response_bytes
         self._openai = openai
+        self._closed = False
         if client is not None:
             # A key the user configured is theirs to keep out of sight too.
             key = getattr(client, "api_key", None)
@@ -115,28 +129,48 @@ class OpenAIChatModel:
             self._client: Any = client
             self._owns_client = False
             self._key_env = None
+            self._timeout = given_timeout(client)
         else:
             key_env = api_key_env
             key = read_key(key_env, component=_COMPONENT) if key_env else "no-key"
             url = checked_base_url(base_url, _COMPONENT) if base_url is not None else None
-            self._client = openai.AsyncOpenAI(
-                api_key=key,
-                base_url=url,
-                timeout=timeout,
-                max_retries=max_retries,
-                http_client=http_client,
-            )
+
+            def build() -> Any:
+                return openai.AsyncOpenAI(
+                    api_key=key,
+                    base_url=url,
+                    timeout=timeout,
+                    max_retries=max_retries,
+                    http_client=http_client,
+                )
+
+            self._build = build
+            self._client = build()
             self._key_env = key_env
             self._owns_client = True
+            self._timeout = float(timeout)
+        install(self._client)
         self.base_url = str(self._client.base_url).rstrip("/") or _DEFAULT_URL
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, base_url={shown_url(self.base_url)!r})"
 
     async def aclose(self) -> None:
-        """Close the HTTP client this adapter built; a client you passed stays yours to close."""
-        if self._owns_client:
+        """Close the HTTP client this adapter built; a client you passed stays yours to close.
+
+        A closed adapter still works: its next request builds a fresh client
+        (a fleet closes its models as it stops; the next fleet reuses them).
+        """
+        if self._owns_client and not self._closed:
+            self._closed = True
             await self._client.close()
+
+    def _open_client(self) -> Any:
+        if self._closed:
+            self._closed = False
+            self._client = self._build()
+            install(self._client)
+        return self._client
 
     async def __aenter__(self) -> OpenAIChatModel:
         return self
@@ -148,15 +182,28 @@ class OpenAIChatModel:
         """Ask the model once: the conversation and the tools it may call."""
         body = self.request_body(messages, tools)
         content = await ask(
-            self._client.chat.completions.with_raw_response.create,
+            self._open_client().chat.completions.with_streaming_response.create,
             body,
             vendor=self._openai,
             base_error=self._openai.OpenAIError,
             component=_COMPONENT,
             where=self._where(),
             on_status=self._status_failure,
+            limit=self._limit,
+            timeout=self._timeout,
         )
-        return self._reply(decode_answer(content, component=_COMPONENT, limit=self._limit))
+        data = decode_answer(
+            content,
+            component=_COMPONENT,
+            limit=self._limit,
+            where=self._where(),
+            expected="choices",
+        )
+        return check_reply(
+            self._reply(data),
+            component=_COMPONENT,
+            limit_option="max_completion_tokens in options=",
+        )
 
     def request_body(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec]
@@ -220,9 +267,6 @@ class OpenAIChatModel:
             required=False,
             default=[],
         )
-        calls = tuple(
-            _call(shape, c, f"choices[0].message.tool_calls[{i}]") for i, c in enumerate(raw_calls)
-        )
         stop = shape.get(
             choice,
             "finish_reason",
@@ -236,6 +280,9 @@ class OpenAIChatModel:
             data, "usage", "usage", dict, "an object or null", required=False, default={}
         )
         model = shape.get(data, "model", "model", str, "a string", required=False, default="")
+        calls = tuple(
+            _call(shape, c, f"choices[0].message.tool_calls[{i}]") for i, c in enumerate(raw_calls)
+        )
         return ModelReply(
             text=text,
             tool_calls=calls,
@@ -250,22 +297,35 @@ class OpenAIChatModel:
 
 def _message(message: Message) -> dict[str, Any]:
     if message.role == "tool":
-        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}
+        # A server that gave its call no id is answered without one, as it wrote it.
+        answer = {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}
+        return answer if message.tool_call_id else _without(answer, "tool_call_id")
     if message.role == "assistant" and message.tool_calls:
         return {
             "role": "assistant",
             # The API wants null, not "", beside tool calls with nothing said.
             "content": message.text or None,
             "tool_calls": [
-                {
-                    "id": call.id,
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": json.dumps(dict(call.arguments))},
-                }
+                _without(
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {
+                            "name": call.name,
+                            "arguments": json.dumps(dict(call.arguments)),
+                        },
+                    },
+                    "" if call.id else "id",
+                )
                 for call in message.tool_calls
             ],
         }
     return {"role": message.role, "content": message.text}
+
+
+def _without(data: dict[str, Any], key: str) -> dict[str, Any]:
+    data.pop(key, None)
+    return data
 
 
 def _tool(tool: ToolSpec) -> dict[str, Any]:
@@ -279,28 +339,9 @@ def _tool(tool: ToolSpec) -> dict[str, Any]:
 def _call(shape: Shape, raw: object, path: str) -> ToolCall:
     if not isinstance(raw, dict):
         raise shape.fail(path, "an object", raw)
-    call_id = shape.get(raw, "id", f"{path}.id", str, "a string")
+    # A missing or empty id is the loop's to mint (as ADK does), not a broken answer.
+    call_id = shape.get(raw, "id", f"{path}.id", str, "a string", required=False, default="")
     function = shape.get(raw, "function", f"{path}.function", dict, "an object")
     name = shape.get(function, "name", f"{path}.function.name", str, "a string")
-    arguments = shape.get(
-        function,
-        "arguments",
-        f"{path}.function.arguments",
-        str,
-        "a JSON string",
-        required=False,
-        default="",
-    )
-    try:
-        decoded = json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
-        decoded = None
-    if not isinstance(decoded, dict):
-        raise ModelError(
-            f"{_COMPONENT}: the model called tool {name[:80]!r} (call {call_id[:80]!r}) with "
-            f"arguments that are not a JSON object: {arguments[:120]!r}; asking again usually "
-            "gives valid ones",
-            kind="unknown",
-            retryable=True,
-        )
-    return ToolCall(call_id, name, decoded)
+    arguments = function.get("arguments")
+    return arguments_call(call_id, name, "" if arguments is None else arguments)

@@ -10,6 +10,7 @@ test, a recorded one offline and a real one in production.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -19,6 +20,8 @@ from .._wire import TURN_ERROR_KINDS
 from ..errors import CoreAgentError
 
 __all__ = [
+    "CUT_STOP_REASONS",
+    "TOKENS_MAX",
     "ROLES",
     "Message",
     "Model",
@@ -27,11 +30,14 @@ __all__ = [
     "ToolCall",
     "ToolSpec",
     "Usage",
+    "token_count",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
 """The roles a `Message` may have, in the order a conversation introduces them."""
+CUT_STOP_REASONS = frozenset({"length", "max_tokens"})
+"""Stop reasons that say the model hit its output limit (Chat Completions', Messages')."""
 
 
 def _frozen_mapping(value: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -52,11 +58,15 @@ class ToolCall:
         id: The model's id for this call; the tool's result answers it by id.
         name: The tool's name, as the model was offered it.
         arguments: The arguments the model chose, decoded from its JSON.
+        error: Why the call cannot run as the model wrote it (its arguments were not
+            a JSON object); empty for a call that can. The loop answers such a call
+            with this error instead of running the tool, so the model can try again.
     """
 
     id: str
     name: str
     arguments: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping, hash=False)
+    error: str = ""
 
 
 @attrs.frozen
@@ -76,6 +86,28 @@ class ToolSpec:
         converter=_frozen_mapping,
         hash=False,
     )
+
+
+TOKENS_MAX = 2**63 - 1
+"""The largest token count on the wire: the daemon's counts are Go ints (int64)."""
+
+
+def token_count(value: object) -> int:
+    """`value` as a token count the wire can carry: a whole number in [0, `TOKENS_MAX`].
+
+    A count comes from a model's server, so it may be anything; it is bookkeeping,
+    not the answer, so no value fails a turn: a fraction is rounded down, past
+    int64 is `TOKENS_MAX`, and a negative, a non-number or NaN is 0.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    if isinstance(value, float):
+        if math.isnan(value):
+            return 0
+        if math.isinf(value):
+            return TOKENS_MAX if value > 0 else 0
+        value = math.floor(value)
+    return min(max(value, 0), TOKENS_MAX)
 
 
 @attrs.frozen
@@ -177,6 +209,11 @@ class ModelReply:
     usage: Usage = Usage()
     model: str = ""
     stop_reason: str = ""
+
+    @property
+    def cut(self) -> bool:
+        """Whether the model stopped at its output limit (`length`, `max_tokens`): cut short."""
+        return self.stop_reason in CUT_STOP_REASONS
 
 
 @runtime_checkable

@@ -6,7 +6,8 @@
         when().answer("I route disk and cpu questions only."),
     )
 
-The first rule whose `when` matches the user's prompt plays its rounds in
+The first rule whose `when` matches the user's prompt (what an `[Inbox]`
+bundle asks, without the daemon's guidance) plays its rounds in
 order: each round is one reply asking for tools (a `call_peer` to a peer, or
 a Python tool); when the rounds are done it answers, by default with the
 tools' results. The model keeps no state between requests: which round comes
@@ -24,6 +25,7 @@ from typing import Any
 
 import attrs
 
+from .._inbox import inbox_ask
 from ._protocol import Message, ModelError, ModelReply, ToolCall, ToolSpec, Usage
 from ._recorded import _steady
 
@@ -38,7 +40,8 @@ class ScriptState:
     """What a rule's `step` function sees: the prompt, the round, the tools' results so far.
 
     Attributes:
-        prompt: The user's prompt.
+        prompt: The user's prompt: what was asked (an `[Inbox]` bundle's message, or its
+            message lines, without the daemon's guidance).
         round: The round about to be played (0 before any tool ran).
         results: Every tool result of the turn so far, oldest first.
         last: The last round's tool results.
@@ -267,7 +270,8 @@ class ScriptedModel:
 def _state(messages: Sequence[Message]) -> ScriptState:
     """The prompt (the last user message), the round, and the tool results after it."""
     last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
-    prompt = messages[last_user].text if last_user >= 0 else ""
+    # A host's model reads the daemon's [Inbox] bundle; rules match what it asks.
+    prompt = inbox_ask(messages[last_user].text) if last_user >= 0 else ""
     after = messages[last_user + 1 :]
     rounds = sum(1 for m in after if m.role == "assistant" and m.tool_calls)
     results = tuple(m for m in after if m.role == "tool")
