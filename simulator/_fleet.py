@@ -221,6 +221,9 @@ class Fleet:
         self._served: ServedFleet | None = None
         self._members: dict[str, _Member] = {}
         self._tools: weakref.WeakSet[CallPeer] = weakref.WeakSet()
+        # Each peer's behaviour as given: one that can be closed (a ModelAgent, whose model
+        # holds an HTTP client) is closed with the fleet.
+        self._behaviors: dict[str, Agent] = {}
         self._recorder = CallRecorder()
         # Every call the fleet carries, each with the call whose turn made it (see _calls).
         self.calls: CallLog = self._recorder.log
@@ -351,6 +354,8 @@ class Fleet:
                     "table; add it to Fleet(tokens=...)"
                 )
             owner = identity.name
+        if behavior is not None:
+            self._behaviors[name] = behavior
         daemon = self._daemon(
             name,
             behavior=self._recorder.observe(name, behavior if behavior is not None else echo()),
@@ -534,13 +539,21 @@ class Fleet:
         return served
 
     async def aclose(self) -> None:
-        """Close the tools it handed out, stop every turn and stream (and the servers)."""
+        """Close the tools it handed out, stop every turn and stream (and the servers), then
+        close each peer's behaviour that can be closed: a `ModelAgent` closes its model's
+        HTTP client (an adapter so closed opens a fresh one if it is used again)."""
         for tool in list(self._tools):
             await tool.aclose()
         if self._served is not None:
             await self._served.aclose()
         for daemon in self.daemons.values():
             await daemon.aclose()
+        closed: set[int] = set()
+        for behavior in list(self._behaviors.values()):
+            close = getattr(behavior, "aclose", None)
+            if close is not None and id(behavior) not in closed:
+                closed.add(id(behavior))
+                await close()
         self.check_behaviors()
 
     def close(self) -> None:

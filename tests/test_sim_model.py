@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
-from coreagent_sdk.models import ScriptedModel, when
+import httpx
+import pytest
+
+from coreagent_sdk.host import ModelAgent
+from coreagent_sdk.models import OpenAIChatModel, ScriptedModel, when
 from simulator import Fleet, behaviors
 
 
@@ -86,3 +90,39 @@ async def test_python_tools_of_a_model_peer_run_and_answer() -> None:
     await fleet.aclose()
     assert result.response == "rows: 15"
     assert json.loads(json.dumps(result.to_dict()))["peer"] == "db"
+
+
+async def test_a_fleet_closes_the_model_adapter_of_a_model_agent_and_a_later_fleet_reuses_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Left open, the adapter's pooled connections outlive the loop: a notebook or a test
+    # that forgets aclose() on it gets "Event loop is closed" noise at exit.
+    pytest.importorskip("openai")
+    pytest.importorskip("uvicorn")
+    from .fake_model_server import FakeModelServer
+
+    class Counted(OpenAIChatModel):
+        closes = 0
+
+        async def aclose(self) -> None:
+            Counted.closes += 1
+            await super().aclose()
+
+    async with FakeModelServer() as server:
+        given = httpx.AsyncClient()
+        url = server.openai_url
+        on_given = OpenAIChatModel("m", base_url=url, api_key_env=None, http_client=given)
+        agent = ModelAgent(Counted("m", base_url=url, api_key_env=None), call_peer=False)
+        for round_ in range(2):  # a second fleet reuses the model its first one closed
+            fleet = Fleet()
+            fleet.add_peer("a", agent)
+            fleet.add_peer("b", agent)  # one agent, two peers: closed once
+            if round_ == 0:
+                fleet.add_peer("c", ModelAgent(on_given, call_peer=False))
+            async with fleet.call_peer(timeout=10) as tool:
+                for peer in ("a", "c") if round_ == 0 else ("a",):
+                    result = await tool.acall(peer=peer, prompt=f"hello {round_}")
+                    assert result.response.startswith("The peers said")
+            await fleet.aclose()
+            assert Counted.closes == round_ + 1
+            assert given.is_closed  # the client given to an adapter is closed with it

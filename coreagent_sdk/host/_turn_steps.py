@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
+from .._inbox import inbox_ask
 from .._steps import TurnStep, report
 from ..models._protocol import Message, Model, ModelReply, ToolCall, ToolSpec
 
@@ -61,7 +62,9 @@ def _sent(messages: Sequence[Message]) -> str:
     newest = messages[-1] if messages else None
     if newest is None:
         return "no messages"
-    said = newest.text or ", ".join(c.name for c in newest.tool_calls)
+    # A user message is the daemon's [Inbox] bundle: the record shows what it asks.
+    text = inbox_ask(newest.text) if newest.role == "user" else newest.text
+    said = text or ", ".join(c.name for c in newest.tool_calls)
     return f"{len(messages)} messages ({roles}); newest, {newest.role}: {said}"
 
 
