@@ -40,7 +40,7 @@ from typing import Any
 import attrs
 import httpx
 
-from . import _display, _metrics, _read_back, _tracing
+from . import _display, _hops, _metrics, _read_back, _tracing
 from ._asyncio_only import require_asyncio
 from ._client import MULTI_SESSION_HINT, AttachClient
 from ._clock import Clock, SystemClock
@@ -309,13 +309,25 @@ def _timeout_advice() -> str:
 class _Call:
     """What one call knows so far, for errors and events."""
 
-    __slots__ = ("forget", "id", "injected", "peer", "resolved", "session_id", "started", "waiting")
+    __slots__ = (
+        "budget",
+        "forget",
+        "id",
+        "injected",
+        "peer",
+        "resolved",
+        "session_id",
+        "started",
+        "waiting",
+    )
 
-    def __init__(self, peer: str) -> None:
+    def __init__(self, peer: str, budget: _hops.Budget | None = None) -> None:
         self.id = next(_call_ids)
         self.peer = peer
         self.session_id = ""
         self.started = time.perf_counter()
+        # The call's time: the tool's timeout, or less inside a delegation (see _hops).
+        self.budget = budget if budget is not None else _hops.Budget(MAX_TIMEOUT, (), True)
         # Whether the prompt may have reached the peer: from then on a retry may run it twice.
         self.injected = False
         self.resolved = False  # the directory knew the name (metrics name only such peers)
@@ -580,7 +592,7 @@ class CallPeer:
     async def acall(self, peer: str, prompt: str) -> CallPeerResult:
         """Ask `peer` to answer `prompt`; see the class and module docs for the rules."""
         require_asyncio(self.name)
-        call = _Call(peer if isinstance(peer, str) else "")
+        call = _Call(peer if isinstance(peer, str) else "", _hops.budget(self.timeout))
         metrics = _metrics.call_metrics(self._meter_provider)  # None: nothing records
         span = _tracing.call_span(self.name, call.peer)  # None without OpenTelemetry
         try:
@@ -619,7 +631,7 @@ class CallPeer:
     async def _forget(self, call: _Call) -> None:
         """Delete the call's session (delete_sessions=True): best effort, within the deadline."""
         forget, call.forget = call.forget, None
-        left = self.timeout - (time.perf_counter() - call.started)
+        left = call.budget.seconds - (time.perf_counter() - call.started)
         if forget is None or left <= 0:
             return
         try:
@@ -666,32 +678,42 @@ class CallPeer:
             if peer.strip():
                 await self._check_gate(peer)
             token = read_token(self.token_env, self._environ, self.name)
+            seconds, path = call.budget.seconds, call.budget.path
+            if seconds < _hops.MIN_BUDGET:  # a hop deep in a delegation: it could only time out
+                raise _hops.not_asked(self.name, peer, path, seconds)
             try:
                 # One deadline governs the whole call: the directory's and the
                 # client's own deadlines step aside, so every stall ends here.
                 with governed():
-                    result = await within(self.timeout, self._resolve_and_ask(call, prompt, token))
+                    result = await within(seconds, self._resolve_and_ask(call, prompt, token))
             except asyncio.TimeoutError:
                 where = f" (session {call.session_id})" if call.session_id else ""
                 if call.waiting:
                     raise PeerTimeoutError(
-                        f"{self.name}: the call to peer {_q(peer)} waited {self.timeout:.3g} s "
+                        f"{self.name}: the call to peer {_q(peer)} waited {seconds:.3g} s "
                         f"for a free connection and got none (max_connections="
                         f"{self.max_connections}: {self._slots.calls} calls at once per event "
                         "loop); nothing was sent. Raise max_connections, or send fewer calls "
                         "at once"
                     ) from None
+                looped = _hops.in_cycle(self.name, peer, path, seconds)
+                if looped is not None:  # the halving at work, not a deadline to raise
+                    raise looped from None
+                if not call.budget.whole:
+                    raise _hops.cut_short(self.name, peer, path, seconds) from None
                 raise PeerTimeoutError(
                     f"{self.name}: peer {_q(peer)} did not finish within "
                     f"{self.timeout:.3g} s{where}; no partial answer is returned. "
                     + _timeout_advice()
                 ) from None
         except CallPeerError as exc:
+            _hops.forget(call.session_id)
             # Safe to retry exactly when the prompt cannot have reached the peer.
             exc.retry_safe = not call.injected
             self._emit("failed", call, error=str(exc), error_type=type(exc).__name__)
             self._log.info("%s: call to %s failed: %s", self.name, _q(call.peer), exc)
             raise
+        _hops.forget(call.session_id)
         size = len(result.response.encode()) if self._on_event is not None else None
         if result.truncated:
             self._emit("truncated", call, response_bytes=size)
@@ -874,10 +896,13 @@ class CallPeer:
             session = await waiting_out_rate_limits(
                 client.new_session,
                 wait=self.wait_on_rate_limit,
-                time_left=lambda: self.timeout - (time.perf_counter() - call.started),
+                time_left=lambda: call.budget.seconds - (time.perf_counter() - call.started),
                 sleep=self._clock.sleep,
             )
             call.session_id = session.session_id
+            # Before the prompt lands: the peer's turn, if it runs in this process, takes
+            # the deadline from here and hands its own calls half of what is left.
+            _hops.note(call.session_id, call.started + call.budget.seconds, call.budget.path)
             self._emit("session_opened", call)
             step = "GET events"
             async with client.events(session, types=_READ_TYPES, cut_oversized=True) as frames:

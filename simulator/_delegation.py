@@ -16,39 +16,35 @@ What bounds it:
 
 - A delegating turn asks through a `CallPeer` of its own, made for the turn
   and closed with it, with its own deadline, byte cap and gate.
-- When a simulated peer asks another simulated peer, it notes the deadline it
-  gave that call, and the peers that asked so far, against the callee's
-  session (the id `session_opened` reports, before the prompt is injected).
-  A delegating turn that finds such a deadline gives its own sub-calls at
-  most half of the time left, keeping the other half to report back. Budgets
-  halve at every hop, so a cycle stops dialing after about
-  log2(timeout / 1 ms) hops; a turn left with under a millisecond does not
-  dial at all, and its answer names the cycle.
+- Inside a turn that another call of this process asked for, a `CallPeer`
+  gives its calls at most half of the time its caller left (the SDK's own
+  rule, which model-driven agents follow too): budgets halve at every hop,
+  so a cycle stops dialing after about log2(timeout / 1 ms) hops; a call left
+  with under a millisecond does not dial at all, and its answer names the
+  cycle.
 
 Each sub-call is narrated as a daemon shows a tool call: an event with a
 `call_peer` function call part, then one with its function response.
-Real daemons do not propagate deadlines between each other; this is the
-simulator's own bookkeeping (one process holds every simulated peer, even
-when served on loopback sockets).
+Real daemons do not propagate deadlines between each other; the SDK does so
+only between the agents of one process (every simulated peer, even when
+served on loopback sockets).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from coreagent_sdk import (
     DEFAULT_MAX_RESPONSE_BYTES,
     CallPeer,
-    CallPeerEvent,
     CallPeerResult,
     Gate,
     quote_name,
 )
-from coreagent_sdk.errors import CallPeerError, PeerTimeoutError
+from coreagent_sdk.errors import CallPeerError
 from coreagent_sdk.host import Agent as Behavior
 from coreagent_sdk.host import Turn
 
@@ -56,24 +52,6 @@ __all__ = ["DEFAULT_DELEGATION_TIMEOUT", "MAX_FAN_OUT", "delegate", "fan_out"]
 
 DEFAULT_DELEGATION_TIMEOUT = 30.0
 MAX_FAN_OUT = 16  # peers one fan-out turn asks at most: a bounded number of requests
-_KEEP = 0.5  # share of the time left that a hop may hand on; the rest is for reporting back
-_MIN_BUDGET = 0.001  # under this a hop does not dial: it could only time out
-_SHOWN_HOPS = 8  # peers of a long delegation chain a message names
-
-
-class _Hop:
-    """What a simulated caller noted for the session it opened: its deadline and who asked."""
-
-    __slots__ = ("deadline", "path")
-
-    def __init__(self, deadline: float, path: tuple[str, ...]) -> None:
-        self.deadline = deadline
-        self.path = path  # the agents that asked, first caller first
-
-
-# session id -> what its simulated caller noted. Keyed by the session alone: a directory
-# may list a peer under another name than its daemon's.
-_hops: dict[str, _Hop] = {}
 _call_ids = itertools.count(1)
 
 Prompt = str | Callable[[str, str], str] | None
@@ -96,62 +74,6 @@ def _tool(via: Any, options: dict[str, Any]) -> CallPeer:
     if not isinstance(tool, CallPeer):
         raise TypeError(f"delegate: via made a {type(tool).__name__}, not a CallPeer")
     return tool
-
-
-def _budget(turn: Turn, timeout: float) -> tuple[float, tuple[str, ...]]:
-    """This turn's time for its sub-calls (its own timeout, or half what its caller left it),
-    and the agents of the delegation so far, this one last."""
-    inherited = _hops.get(turn.session_id) if turn.session_id else None
-    if inherited is None:
-        return timeout, (turn.agent,)
-    left = (inherited.deadline - time.monotonic()) * _KEEP
-    return min(timeout, left), (*inherited.path, turn.agent)
-
-
-def _chain(path: Sequence[str]) -> str:
-    names = [quote_name(n, 80) for n in path]
-    if len(names) > _SHOWN_HOPS:
-        half = _SHOWN_HOPS // 2
-        names = [*names[:half], f"... {len(names) - 2 * half} more ...", *names[-half:]]
-    return " -> ".join(names)
-
-
-def _cycle(path: Sequence[str], asked: str) -> str | None:
-    """The first cycle in the delegation `path` (then `asked`), as `"a" -> "b" -> "a"`."""
-    seen: dict[str, int] = {}
-    for index, agent in enumerate((*path, asked)):
-        if agent in seen:
-            return _chain((*path, asked)[seen[agent] : index + 1])
-        seen[agent] = index
-    return None
-
-
-def _not_asked(tool: str, name: str, path: Sequence[str], budget: float) -> PeerTimeoutError:
-    left = f"{max(budget, 0) * 1000:.1f} ms"
-    deep = f"{len(path)} hop{'' if len(path) == 1 else 's'} deep"
-    cycle = _cycle(path, name)
-    if cycle is not None:
-        return PeerTimeoutError(
-            f"{tool}: peer {quote_name(name)} was not asked: the delegation is a cycle, "
-            f"{cycle}, and {deep} with each hop handing on half its time left "
-            f"{left} for this one; break the cycle (have one of its peers answer itself)"
-        )
-    return PeerTimeoutError(
-        f"{tool}: peer {quote_name(name)} was not asked: the delegation {_chain(path)} is "
-        f"{deep} and left {left} for this hop; give the first caller a "
-        "longer timeout, or make the tree shallower"
-    )
-
-
-def _in_cycle(tool: str, name: str, path: Sequence[str], budget: float) -> PeerTimeoutError:
-    cycle = _cycle(path, name)
-    assert cycle is not None
-    return PeerTimeoutError(
-        f"{tool}: peer {quote_name(name)} did not answer within this hop's "
-        f"{budget * 1000:.1f} ms: the delegation is a cycle, {cycle}, and each hop of it "
-        "hands on half its time until one cannot ask; break the cycle (have one of its "
-        "peers answer itself)"
-    )
 
 
 def _prompt_for(prompt: Prompt, turn: Turn, peer: str) -> str:
@@ -199,8 +121,6 @@ async def _ask_all(
     tool: CallPeer,
     names: Sequence[str],
     prompt: Prompt,
-    budget: float,
-    path: tuple[str, ...],
     fail_fast: bool,
 ) -> list[tuple[str, CallPeerResult | CallPeerError]]:
     ids = {name: f"call-peer-{next(_call_ids)}" for name in names}
@@ -209,13 +129,8 @@ async def _ask_all(
         await turn.tool_call(tool.name, {"peer": name, "prompt": prompts[name]}, id=ids[name])
 
     async def ask(name: str) -> CallPeerResult | CallPeerError:
-        if budget < _MIN_BUDGET:
-            return _not_asked(tool.name, name, path, budget)
-        try:
+        try:  # the tool itself halves the time inside a delegation and names a cycle
             return await tool.acall(peer=name, prompt=prompts[name])
-        except PeerTimeoutError as exc:
-            # In a cycle the hop's timeout is the halving at work, not a deadline to raise.
-            return _in_cycle(tool.name, name, path, budget) if _cycle(path, name) else exc
         except CallPeerError as exc:
             return exc
 
@@ -279,22 +194,10 @@ def _behaviour(
         )
 
     async def run(turn: Turn) -> None:
-        budget, path = _budget(turn, timeout)
-        noted: list[str] = []
-        started = time.monotonic()
-
-        def note(event: CallPeerEvent) -> None:
-            # Before the prompt lands: the callee's turn finds its deadline here.
-            if event.kind == "session_opened":
-                key = event.session_id
-                _hops[key] = _Hop(started + budget, path)
-                noted.append(key)
-
         options: dict[str, Any] = {
-            "timeout": min(max(budget, _MIN_BUDGET), 900.0),
+            "timeout": timeout,
             "max_response_bytes": max_response_bytes,
             "gate": gate,
-            "on_event": note,
         }
         if token_env is not None:
             options["token_env"] = token_env
@@ -306,10 +209,8 @@ def _behaviour(
             if isinstance(names, str):  # choose could not list the peers: that is the answer
                 await turn.say(names)
                 return
-            gathered = await _ask_all(turn, tool, names, prompt, budget, path, fail_fast)
+            gathered = await _ask_all(turn, tool, names, prompt, fail_fast)
         finally:
-            for key in noted:
-                _hops.pop(key, None)
             await tool.aclose()
         await turn.say(join(gathered))
 

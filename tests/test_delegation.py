@@ -20,7 +20,7 @@ from coreagent_sdk import (
     Peer,
     StaticDirectory,
 )
-from coreagent_sdk.errors import PeerTimeoutError, PeerTurnError
+from coreagent_sdk.errors import PeerTurnError
 from simulator import Fleet, behaviors
 
 from .conftest import Reach, ReachFactory
@@ -176,14 +176,20 @@ async def test_a_cycle_ends_by_itself_within_ten_hops_and_its_answer_names_the_c
 
 
 async def test_a_tree_outlives_a_caller_that_gave_up_and_still_ends_by_its_own_timeout() -> None:
-    # As on daemons, a caller's deadline does not stop the turn it asked for.
+    # As on daemons, a caller that gives up does not stop the turn it asked for.
     fleet = Fleet()
     fleet.add_peer("front", behaviors.delegate("back", via=fleet, timeout=0.6))
     fleet.add_peer("back", behaviors.never_finish())
-    async with fleet.call_peer(timeout=0.2) as tool:
-        with pytest.raises(PeerTimeoutError):
-            await tool.acall(peer="front", prompt="go")
     front = fleet.peer("front")
+    async with fleet.call_peer(timeout=5) as tool:
+        asking = asyncio.ensure_future(tool.acall(peer="front", prompt="go"))
+        for _ in range(300):
+            if front._tasks:
+                break
+            await asyncio.sleep(0.01)
+        asking.cancel()  # the caller gives up
+        with pytest.raises(asyncio.CancelledError):
+            await asking
     assert front._tasks  # the delegating turn goes on after its caller gave up
     for _ in range(300):  # ... until its own 0.6 s sub-call timeout, then it answers
         if not front._tasks:
@@ -195,6 +201,26 @@ async def test_a_tree_outlives_a_caller_that_gave_up_and_still_ends_by_its_own_t
     await fleet.aclose()
     assert events[-1].text.startswith(
         'back: failed: call_peer: peer "back" did not finish within 0.6 s'
+    )
+
+
+async def test_a_callees_calls_get_half_the_time_its_caller_left_so_the_caller_hears_back() -> None:
+    # A caller in this process notes its deadline for the session it opens: the callee's
+    # sub-calls get half of what is left, and the answer comes back before the caller gives up.
+    fleet = Fleet()
+    fleet.add_peer("front", behaviors.delegate("back", via=fleet, timeout=30))
+    fleet.add_peer("back", behaviors.never_finish())
+    async with fleet.call_peer(timeout=0.4) as tool:
+        started = time.monotonic()
+        result = await tool.acall(peer="front", prompt="go")
+        took = time.monotonic() - started
+    await fleet.aclose()
+    assert took < 0.4
+    assert re.fullmatch(
+        r'back: failed: call_peer: peer "back" did not answer within this hop\'s 0\.\d+ s, '
+        r'half the time its caller left it \(the delegation "front"\); give the first caller '
+        r"a longer timeout, or make the tree shallower",
+        result.response,
     )
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.types import Send
 
+from .._hops import entering as delegation_hop
 from .._scrub import server_text
 from .._wire import AgentEvent, AgentFrame, Content, Part
 from ._agents import Turn, TurnAbandoned, TurnFailed, add_tokens
@@ -245,7 +246,10 @@ class _Session:
             propagate=self.daemon.propagate_trace,
         ) as span:
             try:
-                await run_turn(self.daemon, turn)
+                # A caller in this process noted its deadline for this session: the turn's
+                # own calls get half of what is left, so a delegation cycle ends (_hops).
+                with delegation_hop(self.session_id, turn.agent):
+                    await run_turn(self.daemon, turn)
             except TurnFailed as exc:
                 span.fail("TurnFailed", str(exc))
                 return None
