@@ -261,9 +261,15 @@ async def test_token_counts_past_int64_go_onto_the_wire_clamped_to_int64(
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(
-    ("read", "wrote", "counted"), [(-5, 3.9, (0, 3)), (12.5, "many", (12, 0)), (True, None, (0, 0))]
+    ("read", "wrote", "counted"),
+    [
+        (-5, 3.9, (0, 3)),
+        (12.5, "many", (12, 0)),
+        (True, None, (0, 0)),
+        (2**64, 1e300, (2**63 - 1, 2**63 - 1)),
+    ],
 )
-async def test_negative_fractional_or_odd_token_counts_do_not_fail_a_fine_answer(
+async def test_negative_fractional_huge_or_odd_token_counts_do_not_fail_a_fine_answer(
     kind: str,
     read: Any,
     wrote: Any,
