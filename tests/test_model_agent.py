@@ -718,3 +718,47 @@ async def test_a_reply_asking_a_peer_and_a_python_tool_is_one_event_of_calls_one
     ]
     assert answers.content.parts[1].function_response.response == {"result": "noon"}
     assert answers.content.parts[0].function_response.response["response"] == "WHAT DAY?"
+
+
+async def test_a_model_raising_a_huge_error_ends_the_turn_with_a_bounded_scrubbed_message() -> None:
+    secret = "sk-model-agent-" + "q" * 24
+
+    class Raising:
+        async def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Any:
+            raise RuntimeError("frame " + "x" * 20_000 + f" key={secret}")
+
+    agent = ModelAgent(
+        Raising(),
+        skills=[Skill("vault", secrets=["key"])],
+        secrets={"key": secret},
+    )
+    host, _ = hosted(agent)
+    outcome = await run_turn(host, "go")
+    await host.aclose()
+    assert outcome.error is not None and outcome.error.kind == "unknown"
+    assert outcome.error.message.startswith("ModelAgent: the model raised RuntimeError('frame xxx")
+    assert len(outcome.error.message) <= 503 and outcome.error.message.endswith("...")
+    assert secret not in outcome.error.message
+
+
+async def test_a_behaviour_raising_with_a_huge_repr_gets_a_bounded_turn_error() -> None:
+    async def raising(turn: Turn) -> None:
+        raise ValueError("a whole frame: " + "y" * 50_000)
+
+    host = AgentHost("raiser", behavior=raising, session_rate_limit=None)
+    outcome = await run_turn(host, "go")
+    await host.aclose()
+    assert outcome.error is not None
+    assert outcome.error.message.startswith("behaviour raised ValueError('a whole frame: yyy")
+    assert len(outcome.error.message) <= 503
+
+
+async def test_a_behaviour_saying_a_lone_surrogate_completes_its_turn_with_u_fffd() -> None:
+    async def split(turn: Turn) -> None:
+        await turn.say("half a pair: \ud83d, and on")
+
+    host = AgentHost("splitter", behavior=split, session_rate_limit=None)
+    outcome = await run_turn(host, "go")
+    await host.aclose()
+    assert outcome.error is None and outcome.complete is not None
+    assert outcome.answer == "half a pair: \ufffd, and on"
