@@ -526,6 +526,48 @@ async def test_a_skills_tool_gets_its_skills_secrets_and_never_shows_them() -> N
     await host.aclose()
 
 
+class Recording:
+    """A model that plays `inner` and keeps every message it was sent."""
+
+    def __init__(self, inner: ScriptedModel) -> None:
+        self.inner = inner
+        self.sent: list[Message] = []
+
+    async def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelReply:
+        self.sent.extend(messages)
+        return await self.inner.complete(messages, tools)
+
+
+async def test_a_skills_tool_that_raises_with_its_secret_shows_the_error_without_the_secret() -> (
+    None
+):
+    token = "dpl_" + "k3yv4l" * 5
+
+    def deploy(secrets: dict[str, str]) -> str:
+        """Deploys; fails quoting its credential, as a careless client library does."""
+        raise RuntimeError(f"401 from the deploy API: token {secrets['DEPLOY_TOKEN']} refused")
+
+    # The scripted model repeats the tool's result in its answer, so the caller reads it too.
+    model = Recording(ScriptedModel(when().call("deploy").answer("{results}")))
+    agent = ModelAgent(
+        model,
+        skills=[Skill("deploys", tools=[deploy], secrets=["DEPLOY_TOKEN"])],
+        secrets={"DEPLOY_TOKEN": token},
+    )
+    host, _ = hosted(agent)
+
+    outcome = await run_turn(host, "ship it")
+
+    (response,) = outcome.responses()
+    said = "deploy: raised RuntimeError: 401 from the deploy API: token [redacted] refused"
+    assert response.response == {"error": said}  # the error reaches the events, scrubbed
+    assert [m.text for m in model.sent if m.role == "tool"] == [json.dumps({"error": said})]
+    assert outcome.answer == f"deploy failed: {said}"
+    seen = repr(outcome.events) + repr(model.sent) + outcome.answer
+    assert token not in seen
+    await host.aclose()
+
+
 def test_call_peer_is_offered_with_the_daemons_argument_names() -> None:
     assert CALL_PEER_SPEC.name == "call_peer"
     assert CALL_PEER_SPEC.parameters["required"] == ["peer", "prompt"]
