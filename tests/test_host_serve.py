@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +21,14 @@ from coreagent_sdk import (
     ASGITransport,
     AttachClient,
     CallPeer,
+    FakeClock,
     HubDirectory,
     Peer,
     RoutingTransport,
     StaticDirectory,
 )
 from coreagent_sdk.errors import PeerRequestError, UnknownPeerError
-from coreagent_sdk.host import AgentHost, MultiAgentHost, Turn
+from coreagent_sdk.host import AgentHost, MultiAgentHost, PeerRegistry, Turn
 from coreagent_sdk.host._inbox import inbox_block
 from tests.processes import reap, served_hub, stop_with_sigterm
 from tests.test_host_fidelity import JSON, frames, new_session, one_turn, split_at_turn
@@ -210,6 +212,50 @@ async def test_a_served_host_asks_its_hub_for_the_lease_it_is_given(hub: str) ->
     finally:
         host.stop()
         await asyncio.wait_for(serving, 10)
+
+
+async def test_a_served_host_keeps_its_lease_past_several_leases_on_its_clock() -> None:
+    # The daemon's own main.go cancels its heartbeat right after registering, so a daemon
+    # drops off its hub after one lease; a served host must keep heartbeating. Fake time:
+    # four leases of 3 s pass in loop turns, one heartbeat interval (1 s) at a time.
+    hub_clock, host_clock = FakeClock(), FakeClock()
+    hub = AgentHost("hub", registry=PeerRegistry(clock=hub_clock), clock=hub_clock)
+    routes = RoutingTransport({"hub.test": ASGITransport(hub.app)})
+    host = AgentHost(
+        "helper",
+        behavior=lambda_upper,
+        register_to="http://hub.test",
+        ttl=3,
+        peer_transport=routes,
+        clock=host_clock,
+        session_idle_timeout=0,  # no idle sweeper: the heartbeat is this clock's one sleeper
+    )
+    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    serving = asyncio.create_task(host.serve(on_ready=ready.set_result, handle_signals=False))
+    hub_client = AttachClient("http://hub.test", transport=routes)
+    try:
+        url = await asyncio.wait_for(ready, 10)
+
+        async def heartbeat_waits(elapsed: int) -> None:
+            try:
+                await host_clock.until_sleeping(1)
+            except TimeoutError:
+                pytest.fail(f"the host stopped heartbeating after {elapsed} s of 3 s leases")
+
+        for elapsed in range(1, 13):
+            await heartbeat_waits(elapsed - 1)  # asleep until its next tick
+            host_clock.advance(1)
+            hub_clock.advance(1)
+            await heartbeat_waits(elapsed)  # that tick's heartbeat is done
+            (row,) = await hub_client.list_peers()
+            assert (row.name, row.endpoint) == ("helper", url)
+            expires = datetime.fromisoformat(row.lease_expires_at.replace("Z", "+00:00"))
+            assert expires.timestamp() == hub_clock.now() + 3  # renewed at this tick
+    finally:
+        host.stop()
+        await asyncio.wait_for(serving, 10)
+        await hub_client.aclose()
+        await hub.aclose()
 
 
 async def test_a_stopping_host_lets_its_running_turn_finish_and_refuses_new_work() -> None:

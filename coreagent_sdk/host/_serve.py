@@ -181,6 +181,7 @@ async def serve(
                     token_env=host_app.token_env,
                     transport=host_app.peer_transport,
                     timeout=HUB_TIMEOUT,
+                    clock=host_app.clock,  # the host's clock of leases: tests pass time
                 )
                 await registration.__aenter__()
             if on_ready is not None:
