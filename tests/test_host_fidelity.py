@@ -661,6 +661,35 @@ ENDPOINT_INVALID = "attach: peer Endpoint must be an absolute http or https URL 
 
 
 @pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("PUT", "/peers", "GET, HEAD, POST"),  # the interop harness's put_peers_405
+        ("DELETE", "/peers", "GET, HEAD, POST"),
+        ("GET", "/peers/reg-1", "DELETE"),
+        ("GET", "/peers/reg-1/heartbeat", "POST"),
+        ("PUT", "/sessions", "GET, HEAD, POST"),
+        ("POST", "/whoami", "GET, HEAD"),
+        ("POST", "/sessions/core-agent/s-1/events", "GET, HEAD"),
+        # Both `DELETE /sessions/{app}/{sid}` and `POST /sessions/{sid}/inject` match.
+        ("GET", "/sessions/s-1/inject", "DELETE, POST"),
+    ],
+)
+async def test_a_method_no_route_takes_is_405_allowing_every_method_the_path_has(
+    method: str, path: str, allow: str
+) -> None:
+    """Pins Go's `http.ServeMux` (`matchingMethods`: the methods of every pattern matching
+    the path, HEAD with GET, sorted; `http.Error`'s body) over the daemon's patterns
+    (`peerHandlers.register`, `handlers.register`, `routeSession`)."""
+    hub = AgentHost("hub", registry=PeerRegistry())
+    async with client(hub) as http:
+        answer = await http.request(method, path, headers=JSON)
+    assert answer.status_code == 405
+    assert answer.headers["allow"] == allow
+    assert answer.text == "Method Not Allowed\n"
+    assert answer.headers["x-content-type-options"] == "nosniff"
+
+
+@pytest.mark.parametrize(
     ("body", "said"),
     [
         ({"endpoint": "http://a:1"}, "attach: peer Name is required\n"),

@@ -50,6 +50,7 @@ from ._card import card_response
 from ._events_endpoint import _EventsEndpoint
 from ._gowire import is_json_media_type, origin_allowed
 from ._gowire import sse as encode_sse
+from ._method_not_allowed import GoMethodNotAllowed
 from ._peers_handlers import deregister, heartbeat, list_peers, register
 from ._ratelimit import SessionRateLimit, SessionRateLimiter
 from ._registry import ANONYMOUS, Identity, PeerRegistry
@@ -344,7 +345,7 @@ class AgentHost:
         # The daemon's otelhttp wraps everything it serves, the card and refusals too.
         # A store that cannot be read is 400 on every session route, as `writeLookupError`.
         router = Starlette(routes=routes, exception_handlers={_StoreUnreadable: _answer_unreadable})
-        app: ASGIApp = ServerSpans(_Guard(router, self))
+        app: ASGIApp = ServerSpans(_Guard(GoMethodNotAllowed(router, routes), self))
         self.app = middleware(app) if middleware is not None else app
         # Every daemon starts with one session of its own; it is never evicted or deleted.
         self.sessions[STARTUP_SESSION] = _Session(self, app_name, STARTUP_SESSION, ANONYMOUS.name)
