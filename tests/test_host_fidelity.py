@@ -801,6 +801,10 @@ async def test_a_new_stream_gets_the_boot_snapshots_then_only_the_event_logs_fra
         ({"X-Attach-Token": "tok-alice", "Authorization": "Bearer wrong"}, 201),
         ({"X-Attach-Token": "wrong", "Authorization": "Bearer tok-alice"}, 401),
         ({"Authorization": "Basic tok-alice"}, 401),
+        # The prefix is "Bearer " as written: a daemon refuses a lower-case scheme.
+        ({"Authorization": "bearer tok-alice"}, 401),
+        ({"Authorization": "BEARER tok-alice"}, 401),
+        ({"Authorization": "Bearer\ttok-alice"}, 401),
         ({"Authorization": "Bearer"}, 401),
         ({"Authorization": "tok-alice"}, 401),
         ({}, 401),
@@ -810,8 +814,8 @@ async def test_the_token_is_read_from_x_attach_token_first_then_the_bearer_heade
     headers: dict[str, str], status: int
 ) -> None:
     """Pins `pkg/auth/authenticator.go` `extractToken` (a non-empty `X-Attach-Token` decides
-    alone, else `Authorization: Bearer <token>` trimmed) with `BearerTokenAuth.Authenticate`
-    (an unknown or missing token is 401)."""
+    alone, else `Authorization: Bearer <token>` trimmed, the prefix matched as written) with
+    `BearerTokenAuth.Authenticate` (an unknown or missing token is 401)."""
     host = AgentHost("agent", tokens=TOKENS, session_rate_limit=None)
     async with client(host) as http:
         answer = await http.post("/sessions", headers={**JSON, **headers})

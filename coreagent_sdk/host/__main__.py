@@ -11,6 +11,11 @@ agent's sessions in one file, `--register-to`,
 `--token-env` and `--endpoint` (here `scheme://host`, each agent adding its
 port) join every agent to the hub, and the line printed is
 `{"agents": {name: url, ...}}`.
+
+`--attach-token-env NAME` makes every agent require the shared token held in
+the environment variable NAME, as a daemon's `--attach-token=<ENVVAR>` does.
+The token itself is never an argument: a command line shows in `ps` and in
+shell history, so `--attach-token VALUE` is refused without repeating it.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import Any
 
 from ..errors import CoreAgentError
 from ._agents_host import MultiAgentHost
+from ._attach_auth import read_attach_token
 from ._host import DEFAULT_GRACE, DEFAULT_SESSION_IDLE_TIMEOUT, AgentHost
 
 
@@ -68,13 +74,21 @@ def build(args: argparse.Namespace) -> AgentHost | MultiAgentHost:
                     "--session-idle-timeout, or the keyword in its module"
                 )
             target.host_options["session_idle_timeout"] = args.session_idle_timeout
+        if args.attach_token_env is not None:
+            if target.host_options.get("attach_token_env"):
+                raise SystemExit(
+                    f"coreagent_sdk.host: {args.target!r} already sets attach_token_env; drop "
+                    "--attach-token-env, or the keyword in its module"
+                )
+            read_attach_token(args.attach_token_env)  # unset: fail now, not per agent
+            target.host_options["attach_token_env"] = args.attach_token_env
         return _joined(target, args)
     joined = {
         "register_to": args.register_to,
         "token_env": args.token_env,
         "endpoint": args.endpoint,
     }
-    configured = {**joined, "store": args.store}
+    configured = {**joined, "store": args.store, "attach_token_env": args.attach_token_env}
     if args.session_idle_timeout != DEFAULT_SESSION_IDLE_TIMEOUT:
         configured["session_idle_timeout"] = args.session_idle_timeout
     if isinstance(target, AgentHost):
@@ -97,6 +111,7 @@ def build(args: argparse.Namespace) -> AgentHost | MultiAgentHost:
         description=args.description or "",
         store=args.store,
         session_idle_timeout=args.session_idle_timeout,
+        attach_token_env=args.attach_token_env,
         **joined,
     )
 
@@ -113,9 +128,22 @@ def _joined(host: MultiAgentHost, args: argparse.Namespace) -> MultiAgentHost:
     return host
 
 
+class _TokenOnCommandLine(argparse.Action):
+    """`--attach-token VALUE`: refused, and the value is never repeated."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any, **__: Any) -> None:
+        parser.error(
+            "--attach-token takes no token on the command line (ps and shell history show "
+            "it); put the token in an environment variable and pass --attach-token-env NAME"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m coreagent_sdk.host", description="Serve an agent on the attach wire."
+        prog="python -m coreagent_sdk.host",
+        description="Serve an agent on the attach wire.",
+        # No abbreviations: `--attach-token X` must never be read as `--attach-token-env X`.
+        allow_abbrev=False,
     )
     parser.add_argument(
         "target", help="module:attribute, an AgentHost, a MultiAgentHost or an agent function"
@@ -127,6 +155,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--register-to", help="join this hub (its http(s) URL)")
     parser.add_argument("--token-env", help="environment variable holding the host's token")
     parser.add_argument("--endpoint", help="the URL the hub should give callers")
+    parser.add_argument(
+        "--attach-token-env",
+        metavar="NAME",
+        help="environment variable holding the shared token every caller must present "
+        "(a daemon's --attach-token)",
+    )
+    parser.add_argument("--attach-token", action=_TokenOnCommandLine, help=argparse.SUPPRESS)
     parser.add_argument(
         "--store", help="SQLite file of the sessions, kept for the next start (default: none)"
     )
@@ -143,7 +178,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="seconds running turns get to finish on SIGTERM (at most 5, the default)",
     )
     args = parser.parse_args(argv)
-    host = build(args)
+    try:
+        host = build(args)
+    except CoreAgentError as exc:  # the token variable unset or unusable (never shown)
+        print(f"coreagent_sdk.host: {exc}", file=sys.stderr)
+        return 1
 
     def ready(url: str) -> None:
         assert isinstance(host, AgentHost)

@@ -42,6 +42,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._endpoint import checked_base_url
 from ._agents import Agent, echo
+from ._attach_auth import read_attach_token
 from ._host import DEFAULT_GRACE, AgentHost
 from ._joining import HostRegistrations
 from ._replies import _text
@@ -151,6 +152,10 @@ class MultiAgentHost:
                     f"MultiAgentHost: {taken}= is per agent or the host's own, not an "
                     "AgentHost option here; use add(name, ...) or the host's own keyword"
                 )
+        if host_options.get("attach_token_env"):
+            # Read now, as an AgentHost reads it: an unset variable fails here, not at the
+            # first request to an agent whose attach server is made then.
+            read_attach_token(host_options["attach_token_env"])
         self.behavior: Agent = behavior if behavior is not None else echo()
         self.runtimes = runtimes
         self.labels = dict(labels or {})

@@ -3,11 +3,12 @@
 Pins core-agent `pkg/attach/agentcard.go`: served at
 `/.well-known/agent-card.json` before any auth (discovery must work without
 a credential), GET and HEAD only, indented JSON, A2A protocol 0.3.0, the
-skills of the host's agents (sorted by id, tagged `skill`), and no security
-scheme: `deriveSecurity` declares only a transport token (`--attach-token`) or
-mTLS, and a host's `tokens` are per-caller users, which a daemon's card does not
-declare. Its URL is the one the request was addressed to
-(X-Forwarded-Proto/-Host first, as the daemon reads them).
+skills of the host's agents (sorted by id, tagged `skill`), and the security
+`deriveSecurity` declares: the bearer scheme for a shared attach token
+(`attach_token_env`, a daemon's `--attach-token`), nothing for per-caller
+`tokens` (a daemon's card does not declare its users) or an open host. Its
+URL is the one the request was addressed to (X-Forwarded-Proto/-Host first,
+as the daemon reads them).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def build_card(
     description: str,
     version: str,
     skills: Mapping[str, str],
+    bearer: bool = False,
 ) -> dict[str, Any]:
     """The card's JSON object, field for field as the daemon's `agentCardWire`."""
     card: dict[str, Any] = {
@@ -53,6 +55,9 @@ def build_card(
             "stateTransitionHistory": False,
         },
     }
+    if bearer:  # `deriveSecurity`: the scheme, and one requirement naming it
+        card["securitySchemes"] = {"bearer": {"type": "http", "scheme": "Bearer"}}
+        card["security"] = [{"bearer": []}]
     card["defaultInputModes"] = ["text/plain"]
     card["defaultOutputModes"] = ["text/plain"]
     # `registrySkills` leaves a nameless skill out; `mergeSkills` sorts by id as Go's

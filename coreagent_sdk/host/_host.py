@@ -46,6 +46,7 @@ from .._endpoint import checked_base_url
 from .._wire import PROTOCOL_VERSION
 from ..errors import CoreAgentError
 from ._agents import Agent, echo
+from ._attach_auth import attach_refusal, presented_token, read_attach_token
 from ._card import card_response
 from ._events_endpoint import _EventsEndpoint
 from ._gowire import is_json_media_type, origin_allowed
@@ -143,11 +144,16 @@ class AgentHost:
 
     ``tokens`` maps bearer tokens to identities; None is an open daemon that
     accepts anonymous callers (and redacts nothing). With tokens, a caller sees
-    only its own sessions (an admin sees all). ``multi_session=False`` answers
-    501 to `POST /sessions`, as a daemon without a session factory; every
-    daemon has its startup session, `default`. ``session_rate_limit`` limits
-    `POST /sessions` per caller: on by default with the daemon's defaults
-    (burst 5, then 10 a minute), as on a daemon; None turns it off.
+    only its own sessions (an admin sees all). ``attach_token_env`` names the
+    environment variable holding one shared token every caller must present, as
+    a daemon started with ``--attach-token`` requires (read once, here; 401 with
+    ``realm="attach"`` before any other check; the card declares the bearer
+    scheme); it combines with ``tokens`` as the daemon's two layers do.
+    ``multi_session=False`` answers 501 to `POST /sessions`, as a daemon
+    without a session factory; every daemon has its startup session, `default`.
+    ``session_rate_limit`` limits `POST /sessions` per caller: on by default
+    with the daemon's defaults (burst 5, then 10 a minute), as on a daemon;
+    None turns it off.
     ``session_idle_timeout`` evicts sessions idle that long from memory
     (seconds; 0 disables): an evicted session stays listed as `idle` and the
     next request resumes it from ``store``, a SQLite file (the file you name
@@ -177,6 +183,8 @@ class AgentHost:
         multi_session: False answers 501 to `POST /sessions`, as a daemon without a
             session factory.
         tokens: Bearer tokens to identities, or None for an open daemon.
+        attach_token_env: The variable holding the shared attach token, or None (the
+            token itself is kept out of every attribute, repr and message).
         registry: The hub's `PeerRegistry` when this host is a hub, else None.
         clock: The clock of leases, rate limits and idle eviction.
         app_name: The app every session belongs to (`/sessions/{app}/{sid}`).
@@ -219,6 +227,7 @@ class AgentHost:
         behavior: Agent | None = None,
         multi_session: bool = True,
         tokens: Mapping[str, Identity] | None = None,
+        attach_token_env: str | None = None,
         registry: PeerRegistry | None = None,
         clock: Clock | None = None,
         app_name: str = "core-agent",
@@ -267,6 +276,8 @@ class AgentHost:
         self.agent_id = agent_id if agent_id is not None else name
         self.multi_session = multi_session
         self.tokens = dict(tokens) if tokens is not None else None
+        self.attach_token_env = attach_token_env
+        self._attach_token = read_attach_token(attach_token_env) if attach_token_env else None
         self.registry = registry
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.stream_hook = stream_hook
@@ -390,6 +401,7 @@ class AgentHost:
             description=self.description,
             version=__version__,
             skills=self.skills,
+            bearer=self._attach_token is not None,
         )
 
     # --- auth and checks --------------------------------------------------
@@ -398,26 +410,28 @@ class AgentHost:
         """The caller's identity; None for a bad or missing token on a protected daemon."""
         if self.tokens is None:
             return ANONYMOUS
-        token = request.headers.get("x-attach-token")
-        if not token:
-            auth = request.headers.get("authorization", "")
-            scheme, _, value = auth.partition(" ")
-            token = value.strip() if scheme.lower() == "bearer" else ""
+        token = presented_token(request)
         return self.tokens.get(token) if token else None
 
     def refuse(self, request: Request) -> Response | None:
         """401 for a caller without a valid token or asserting another, then the write guard.
 
-        Pins core-agent `pkg/attach/caller_middleware.go` `callerMiddlewareWithConfig`:
+        First a shared attach token, when the host has one: `checkAttachToken`'s 401
+        (`realm="attach"`, see `_attach_auth`), outermost as `Server.Bind` wraps it. Then
+        it pins core-agent `pkg/attach/caller_middleware.go` `callerMiddlewareWithConfig`:
         the host's `tokens` are a per-caller daemon's users (`BearerTokenAuth`, enforced),
-        so a missing or unknown token is `writeUnauthorized`'s 401, not a shared
-        `--attach-token`'s (`checkAttachToken`, `realm="attach"`), which a host has not;
-        then an `X-Asserted-Caller` header is refused, as `resolveProxyAssertion` refuses
-        a caller not allowed to proxy (a host allows none; an open daemon's anonymous
-        caller cannot either). Then `pkg/attach/csrf.go` `browserWriteGuard` (after the
-        token check, as `Server.Bind` orders them): a write from a foreign
-        browser Origin is 403, a write that is not `application/json` is 415.
+        so a missing or unknown token is `writeUnauthorized`'s 401
+        (`realm="attach-multisession"`); then an `X-Asserted-Caller` header is refused,
+        as `resolveProxyAssertion` refuses a caller not allowed to proxy (a host allows
+        none; an open daemon's anonymous caller cannot either). Then `pkg/attach/csrf.go`
+        `browserWriteGuard` (after the token check, as `Server.Bind` orders them): a
+        write from a foreign browser Origin is 403, a write that is not
+        `application/json` is 415.
         """
+        if self._attach_token is not None:
+            refused = attach_refusal(request, self._attach_token)
+            if refused is not None:
+                return refused
         if self.identify(request) is None:
             return _unauthorized("unauthorized: no valid credential")
         if request.headers.get(_PROXY_HEADER):

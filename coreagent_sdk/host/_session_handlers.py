@@ -215,7 +215,10 @@ async def delete_session(host: AgentHost, request: Request) -> Response:
 async def whoami(host: AgentHost, request: Request) -> Response:
     who = host.identify(request) or ANONYMOUS
     if who is ANONYMOUS:
-        return json_response({"identity": "anon", "source": "anonymous"})
+        # `callerMiddlewareWithConfig`: past a shared attach token, even the default
+        # caller was verified by a bearer token (`transportBearerConfigured`).
+        source = "bearer" if host.attach_token_env else "anonymous"
+        return json_response({"identity": "anon", "source": source})
     # `whoAmIResponse.Admin` is omitempty: a caller who is not an admin has no "admin" key.
     answer: dict[str, Any] = {"identity": who.name}
     if who.admin:
