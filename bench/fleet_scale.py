@@ -34,6 +34,7 @@ import gc
 import itertools
 import time
 import tracemalloc
+from collections import Counter
 from collections.abc import Awaitable, Callable
 
 from coreagent_sdk import CallPeer, HubDirectory
@@ -52,9 +53,18 @@ def build(size: int, *, ttl: float = 60) -> Fleet:
 
 
 async def rate(
-    tool: CallPeer, size: int, seconds: float, in_flight: int, *, max_calls: int = 200_000
+    tool: CallPeer,
+    size: int,
+    seconds: float,
+    in_flight: int,
+    *,
+    max_calls: int = 200_000,
+    failures: Counter[str] | None = None,
 ) -> tuple[float, int]:
-    """Delegations/s with `in_flight` workers calling peers round-robin for ~`seconds`."""
+    """Delegations/s with `in_flight` workers calling peers round-robin for ~`seconds`.
+
+    `failures`, when given, counts each failed call by its kind (`failure_kind`).
+    """
     done = 0
     errors = 0
     stop_at = time.perf_counter() + seconds
@@ -69,12 +79,22 @@ async def rate(
                 result = await tool.acall(peer=f"p-{n % size}", prompt=PROMPT)
                 assert result.response == PROMPT
                 done += 1
-            except Exception:
+            except Exception as exc:
                 errors += 1
+                if failures is not None:
+                    failures[failure_kind(exc)] += 1
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(in_flight)))
     return done / (time.perf_counter() - started), errors
+
+
+def failure_kind(exc: Exception) -> str:
+    """What failed a call, without the peer's name or session: "deadline" is the caller's own."""
+    text = str(exc)
+    if "did not finish within" in text or ("waited" in text and "free connection" in text):
+        return "deadline (the call's own timeout)"
+    return f"{type(exc).__name__}: {text.split(':', 2)[-1].strip()[:120]}"
 
 
 async def in_process(sizes: list[int], rounds: int, seconds: float) -> None:

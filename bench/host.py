@@ -22,7 +22,11 @@ Every table is measured in this run against a baseline from the same run:
 4. Delegations per second over loopback at 1, 10, 200 and 1,000 calls in
    flight: 10 echo agents of one `MultiAgentHost` registered with a hub,
    against the simulator's `fleet.serve()` of 10 echo peers (bench/fleet_scale.py
-   table 3), both called through `HubDirectory` over the network.
+   table 3), both called through `HubDirectory` over the network. A call's
+   deadline is 60 s, or 0.3 s per call in flight past 200 (300 s at 1,000):
+   the calls queue in the caller (50 at once), and at 1,000 in flight on a
+   loaded machine the queue alone took longer than 60 s, on either side. Failed
+   calls are counted per side and by kind, deadline or other.
 
     python bench/host.py [--calls 200] [--rounds 7] [--agents 10000] [--only N]
 
@@ -40,6 +44,7 @@ import sys
 import time
 import tracemalloc
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -393,20 +398,27 @@ async def delegations_table(
         for level in levels:
             best = {"simulator": 0.0, "host": 0.0}
             errors = {"simulator": 0, "host": 0}
+            kinds: dict[str, Counter[str]] = {"simulator": Counter(), "host": Counter()}
+            deadline = max(60.0, 0.3 * level)
             for _ in range(rounds):
                 for side in ("simulator", "host"):
                     if side == "simulator":
-                        tool = served.call_peer(timeout=60)
+                        tool = served.call_peer(timeout=deadline)
                     else:
-                        tool = CallPeer(HubDirectory(hub_url), timeout=60)
+                        tool = CallPeer(HubDirectory(hub_url), timeout=deadline)
                     await rate(tool, peers, 0.2, min(level, 10))  # warm the pool
-                    got, failed = await rate(tool, peers, max(seconds, level / 100), level)
+                    got, failed = await rate(
+                        tool, peers, max(seconds, level / 100), level, failures=kinds[side]
+                    )
                     best[side] = max(best[side], got)
                     errors[side] += failed
                     await tool.aclose()
             sim, got = best["simulator"], best["host"]
             failed = f"{errors['simulator']}/{errors['host']}"
             print(f"   {level:>9,} {sim:>12.0f} {got:>8.0f} {got / sim:>14.2f}x {failed:>9}")
+            for side, counted in kinds.items():
+                for kind, n in counted.most_common():
+                    print(f"   {'':>9} {side} failed {n}: {kind}")
     await fleet.aclose()
     host.stop()
     await serving

@@ -748,7 +748,6 @@ class ServedFleet:
                     log_config=None,
                     access_log=False,
                     timeout_graceful_shutdown=2,
-                    timeout_keep_alive=30,
                     # A daemon's header size limit and ReadHeaderTimeout (server.go Bind), as
                     # a served host has them: without, h11 refused 17 KiB headers sent in two
                     # writes and a slowloris client held its connection for ever.

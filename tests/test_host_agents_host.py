@@ -407,6 +407,7 @@ async def test_a_stop_during_a_re_registration_still_deregisters_the_agent_it_re
     assert list(registry.peers({})) == [], "a lease the host could not reach was left behind"
 
 
+@pytest.mark.slow  # 5.5 s of real idle time: uvicorn's timer takes no clock
 async def test_an_agent_keeps_an_idle_pooled_connection_open_longer_than_uvicorns_5_s() -> None:
     # A caller's pool reuses a connection idle between calls; closed at uvicorn's default 5 s,
     # calls at 1,000 in flight failed on connections the server had just dropped.

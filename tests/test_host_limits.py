@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from coreagent_sdk.host import AgentHost
+from coreagent_sdk._http import _LIMITS
+from coreagent_sdk.host import IDLE_TIMEOUT, AgentHost, uvicorn_options
 from coreagent_sdk.host._limits import MAX_HEADER_BYTES, GoHeaderLimits
 
 HEADER_TIMEOUT = 0.5  # the daemon's 10 s, shortened for the test
@@ -143,3 +144,35 @@ async def test_bind_each_request_on_a_kept_alive_connection_has_its_own_header_b
     finally:
         writer.close()
     assert [a[:13] for a in answers] == [b"HTTP/1.1 200 "] * 2, [a[:60] for a in answers]
+
+
+def reuse_window() -> float:
+    """Seconds the SDK's own pool still reuses an idle connection (its keepalive expiry)."""
+    assert _LIMITS.keepalive_expiry is not None
+    return _LIMITS.keepalive_expiry
+
+
+def test_a_host_keeps_idle_connections_far_longer_than_the_sdks_pool_reuses_them() -> None:
+    # The pool counts idleness from when it read an answer, the host from when it wrote it;
+    # the margin between the two must cover a loaded caller's lag (seconds at 1,000 in flight).
+    window = reuse_window()
+    assert uvicorn_options()["timeout_keep_alive"] == IDLE_TIMEOUT >= window + 20
+
+
+@pytest.mark.slow
+async def test_a_connection_idle_past_the_sdks_reuse_window_is_still_served(port: int) -> None:
+    # Issue 25 item 6: at uvicorn's 5 s, a caller running late reused connections the host
+    # was closing that moment, and requests were lost in the crossing (hundreds at 1,000
+    # calls in flight). Idle past the pool's window plus a late caller's 1.5 s, the host
+    # still answers on the same connection. Real time: uvicorn's timer takes no clock.
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    keep = b"GET /whoami HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    try:
+        writer.write(keep)
+        first = await asyncio.wait_for(reader.readuntil(b"}\n"), 10)
+        await asyncio.sleep(reuse_window() + 1.5)
+        writer.write(keep)
+        second = await asyncio.wait_for(reader.readuntil(b"}\n"), 10)
+    finally:
+        writer.close()
+    assert first.startswith(b"HTTP/1.1 200 ") and second.startswith(b"HTTP/1.1 200 "), second

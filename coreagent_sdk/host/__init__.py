@@ -34,7 +34,7 @@ from ._agents_host import MultiAgentHost
 from ._host import DEFAULT_SESSION_IDLE_TIMEOUT, AgentHost, StreamHook
 from ._http import checked_base_url, http_transport
 from ._inbox import INBOX_CAP
-from ._limits import MAX_HEADER_BYTES, READ_HEADER_TIMEOUT, uvicorn_options
+from ._limits import IDLE_TIMEOUT, MAX_HEADER_BYTES, READ_HEADER_TIMEOUT, uvicorn_options
 from ._model_agent import (
     CALL_PEER_SPEC,
     DEFAULT_MAX_PEER_CALLS,
@@ -55,6 +55,7 @@ __all__ = [
     "DEFAULT_MAX_TOOL_ROUNDS",
     "DEFAULT_SESSION_IDLE_TIMEOUT",
     "DEFAULT_TTL",
+    "IDLE_TIMEOUT",
     "INBOX_CAP",
     "MAX_HEADER_BYTES",
     "MAX_INJECT_BYTES",

@@ -396,8 +396,7 @@ class MultiAgentHost:
                 lifespan="off",
                 log_level="warning",
                 timeout_graceful_shutdown=int(_CLOSE_TIMEOUT) or 1,
-                **uvicorn_options(),  # the daemon's header size limit and ReadHeaderTimeout
-                timeout_keep_alive=30,
+                **uvicorn_options(),  # the daemon's header limits; idle connections kept 30 s
             )
             server = _server_class()(config)
             self._stop = asyncio.Event()

@@ -19,9 +19,13 @@ Pins core-agent `pkg/attach/server.go` `Bind`: `http.Server{ReadHeaderTimeout:
   client held its connection for as long as it liked.
 
 Where uvicorn differs and stays so (docs/differences.md): an idle kept-alive
-connection closes after uvicorn's `timeout_keep_alive` (5 s); the daemon sets
-no `IdleTimeout`, so it keeps one forever. A client re-dials either way, and
-a host facing the network should not hold connections nobody uses.
+connection closes after `IDLE_TIMEOUT` (30 s); the daemon sets no
+`IdleTimeout`, so it keeps one forever. Not uvicorn's default 5 s: a client
+pool (the SDK's keeps an idle connection 4 s) counts idleness from when it
+read the answer, the server from when it wrote it, so under load a caller
+reused connections the host was closing that moment, and the request was
+lost in the crossing (at 1,000 calls in flight, hundreds of them). A host
+facing the network should still not hold connections nobody uses.
 """
 
 from __future__ import annotations
@@ -32,12 +36,20 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["MAX_HEADER_BYTES", "READ_HEADER_TIMEOUT", "GoHeaderLimits", "uvicorn_options"]
+__all__ = [
+    "IDLE_TIMEOUT",
+    "MAX_HEADER_BYTES",
+    "READ_HEADER_TIMEOUT",
+    "GoHeaderLimits",
+    "uvicorn_options",
+]
 
 MAX_HEADER_BYTES = (1 << 20) + 4096  # DefaultMaxHeaderBytes + net/http's read slack
 """The most bytes a request line and headers may take, as net/http reads them (431 past it)."""
 READ_HEADER_TIMEOUT = 10.0  # server.go Bind: ReadHeaderTimeout
 """Seconds a request's line and headers may take to arrive (the daemon's ReadHeaderTimeout)."""
+IDLE_TIMEOUT = 30.0  # well past any client pool's expiry; the daemon sets no IdleTimeout
+"""Seconds a served host keeps an idle kept-alive connection open (uvicorn's default: 5)."""
 # net/http's answer to oversized headers, written raw (server.go conn.serve, errTooLarge).
 _TOO_LARGE = (
     b"HTTP/1.0 431 Request Header Fields Too Large\r\n"
@@ -121,10 +133,12 @@ def uvicorn_options() -> dict[str, Any]:
     `Fleet.serve()` use them; pass them when serving a host's `app` with
     uvicorn yourself: ``uvicorn.Config(host.app, **uvicorn_options())``.
     Headers are limited to `MAX_HEADER_BYTES` (431 past it) and must arrive
-    within `READ_HEADER_TIMEOUT` seconds (else the connection closes).
+    within `READ_HEADER_TIMEOUT` seconds (else the connection closes); an idle
+    kept-alive connection is kept `IDLE_TIMEOUT` seconds.
     """
     return {
         "http": GoHeaderLimits,
+        "timeout_keep_alive": IDLE_TIMEOUT,
         # h11 never sees more than the limit (counted above); its own check stays out of the way.
         "h11_max_incomplete_event_size": MAX_HEADER_BYTES,
     }

@@ -157,7 +157,7 @@ async def serve(
         lifespan="off",
         log_level="warning",
         timeout_graceful_shutdown=int(_CLOSE_TIMEOUT) or 1,
-        **uvicorn_options(),  # the daemon's header size limit and ReadHeaderTimeout
+        **uvicorn_options(),  # the daemon's header limits; idle connections kept 30 s
     )
     server = _server_class()(config)
     stop = host_app._stop = asyncio.Event()
