@@ -25,11 +25,13 @@ as the process runs, and letters inside a longer word are not the token.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from urllib.parse import quote, quote_plus
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "generation",
     "install_log_filter",
     "register",
+    "scoped",
     "scrub",
     "scrub_chain",
     "server_text",
@@ -78,7 +81,6 @@ def generation() -> int:
 
 def register(secret: str | None) -> None:
     """Scrub `secret` (and its escaped and percent-encoded spellings) from every message."""
-    global _variants, _words, _longest, _generation
     if not secret:
         return
     with _lock:
@@ -86,18 +88,48 @@ def register(secret: str | None) -> None:
             _secrets.move_to_end(secret)
             return
         _secrets[secret] = None
-        _generation += 1
         while len(_secrets) > _MAX_SECRETS:
             _secrets.popitem(last=False)
-        spellings = set()
-        for s in _secrets:
-            spellings |= _spellings(s)
-        # Longest first, so a spelling that contains another is replaced whole.
-        ordered = sorted(spellings, key=len, reverse=True)
-        _variants = tuple(s for s in ordered if len(s) >= _MIN_LENGTH)
-        short = [re.escape(s) for s in ordered if len(s) < _MIN_LENGTH]
-        _words = re.compile(f"{_WORD_BEFORE}(?:{'|'.join(short)}){_WORD_AFTER}") if short else None
-        _longest = max(map(len, ordered))
+        _rebuild()
+
+
+def _rebuild() -> None:
+    """Compile the spellings of `_secrets` (called with `_lock` held, after any change)."""
+    global _variants, _words, _longest, _generation
+    _generation += 1
+    spellings: set[str] = set()
+    for s in _secrets:
+        spellings |= _spellings(s)
+    # Longest first, so a spelling that contains another is replaced whole.
+    ordered = sorted(spellings, key=len, reverse=True)
+    _variants = tuple(s for s in ordered if len(s) >= _MIN_LENGTH)
+    short = [re.escape(s) for s in ordered if len(s) < _MIN_LENGTH]
+    _words = re.compile(f"{_WORD_BEFORE}(?:{'|'.join(short)}){_WORD_AFTER}") if short else None
+    _longest = max(map(len, ordered), default=0)
+
+
+@contextlib.contextmanager
+def scoped() -> Iterator[None]:
+    """Inside: scrub as always. On the way out: the secrets scrubbed are those of the way in.
+
+    For tests. The registry is process-wide on purpose (a token is registered
+    where it is read, and every message anywhere is scrubbed of it), so a test
+    that reads a token (`"nope"`) would otherwise go on redacting it from the
+    text of every later test (`gpt-4o-mini-nope`). A secret registered before
+    the scope (by a longer-lived fixture) stays registered; one evicted inside
+    comes back. Nothing in the package enters a scope: in an application a
+    secret stays scrubbed for as long as the process runs.
+    """
+    with _lock:
+        before = list(_secrets)
+    try:
+        yield
+    finally:
+        with _lock:
+            if list(_secrets) != before:
+                _secrets.clear()
+                _secrets.update(dict.fromkeys(before))
+                _rebuild()
 
 
 def _spellings(secret: str) -> set[str]:
@@ -110,12 +142,10 @@ def _spellings(secret: str) -> set[str]:
 
 
 def forget_all() -> None:
-    """Drop every registered secret (for tests of the registry itself)."""
-    global _variants, _words, _longest, _generation
+    """Drop every registered secret (for tests of the registry itself, inside `scoped()`)."""
     with _lock:
-        _generation += 1
         _secrets.clear()
-        _variants, _words, _longest = (), None, 0
+        _rebuild()
 
 
 def scrub(text: str) -> str:

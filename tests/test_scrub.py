@@ -54,3 +54,35 @@ def test_httpx_log_records_are_scrubbed(caplog) -> None:
     caplog.set_level(logging.INFO)
     logging.getLogger("httpx").info("HTTP Request: GET %s", f"http://h/{CANARY}")
     assert caplog.records[-1].getMessage() == f"HTTP Request: GET http://h/{REDACTED}"
+
+
+def test_a_secret_registered_inside_a_scope_is_not_scrubbed_after_it() -> None:
+    from coreagent_sdk import _scrub
+
+    with _scrub.scoped():
+        register("outer-secret-1")
+        with _scrub.scoped():
+            register("inner-secret-2")
+            assert scrub("outer-secret-1 inner-secret-2") == f"{REDACTED} {REDACTED}"
+        # The scope's own secret is gone; the one from before it stays.
+        assert scrub("outer-secret-1 inner-secret-2") == f"{REDACTED} inner-secret-2"
+    assert scrub("gpt-4o-mini-outer-secret-1") == "gpt-4o-mini-outer-secret-1"
+
+
+def test_a_scope_brings_back_what_it_dropped_and_says_the_set_changed() -> None:
+    from coreagent_sdk import _scrub
+
+    with _scrub.scoped():
+        register("kept-secret-3")
+        before = _scrub.generation()
+        with _scrub.scoped():
+            _scrub.forget_all()  # as a test of the registry may
+            for i in range(300):  # past the bound: the oldest are dropped
+                register(f"rotated-{i:04d}")
+            assert scrub("kept-secret-3") == "kept-secret-3"
+        assert scrub("kept-secret-3 rotated-0299") == f"{REDACTED} rotated-0299"
+        assert _scrub.generation() != before  # whoever cached a check checks again
+        unchanged = _scrub.generation()
+        with _scrub.scoped():
+            register("kept-secret-3")  # already there: nothing to undo
+        assert _scrub.generation() == unchanged
