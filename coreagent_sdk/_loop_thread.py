@@ -116,15 +116,18 @@ class LoopThread:
             task.add_done_callback(lambda done: _settle(done, outcome))
 
         context = contextvars.copy_context()
-        running.loop.call_soon_threadsafe(start, context=context)
         try:
             caller: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             caller = None
         if caller is not None:
             # The caller's loop cannot run until this returns; say so to whoever serves on it.
+            # Before the call is handed over: marked after, the call could reach a server on
+            # the caller's loop first (the loop thread runs while this one is descheduled)
+            # and wait out its whole deadline instead of being refused at once.
             _waiting.add(caller)
         try:
+            running.loop.call_soon_threadsafe(start, context=context)
             return _wait(outcome, running.loop, holder)
         finally:
             if caller is not None:

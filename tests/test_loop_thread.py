@@ -91,7 +91,7 @@ def served_in_a_thread(app: Any) -> Iterator[str]:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_config=None, access_log=False))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
@@ -327,3 +327,38 @@ async def test_a_turn_a_sync_call_left_running_ends_when_the_tool_closes() -> No
     # ...until the tool closes: by then it has ended there, and the fleet closes cleanly here.
     assert ended == ["ended"]
     await fleet.aclose()
+
+
+async def test_the_callers_loop_is_marked_waiting_before_the_sync_call_can_begin(
+    monkeypatch,
+) -> None:
+    # A server on the caller's loop refuses a sync call at once only if the loop is marked
+    # waiting by the time the call runs. Here the caller is as slow as it can be: marking
+    # waits until the call has had its chance to begin.
+    from coreagent_sdk import _loop_thread, jupyter
+    from coreagent_sdk._loop_thread import LoopThread
+
+    began = threading.Event()
+
+    class SlowToMark:
+        def add(self, loop: asyncio.AbstractEventLoop) -> None:
+            began.wait(timeout=0.5)  # the call begins within this unless it must wait for us
+            jupyter._waiting.add(loop)
+
+        def discard(self, loop: asyncio.AbstractEventLoop) -> None:
+            jupyter._waiting.discard(loop)
+
+    monkeypatch.setattr(_loop_thread, "_waiting", SlowToMark())
+    caller = asyncio.get_running_loop()
+
+    async def call() -> bool:
+        seen = jupyter.is_waiting(caller)
+        began.set()
+        return seen
+
+    thread = LoopThread("marking-order")
+    try:
+        assert thread.run(call()) is True
+        assert not jupyter.is_waiting(caller)  # and unmarked once it returned
+    finally:
+        thread.close()
