@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from coreagent_sdk import CallPeer, HubDirectory
+from coreagent_sdk import CallPeer, HubDirectory, _scrub
 from simulator import Fleet, ServedFleet
 
 from .canary import CANARY, CanaryWatch
+from .process_state import Snapshot
 
 pytest_plugins = ["pytester"]
 
@@ -21,10 +22,19 @@ __all__ = ["CANARY", "Reach", "ReachFactory", "load_fixture"]
 # One canary token for the whole run (see tests/canary.py): use it for every token
 # a test sends, and the watch proves it never surfaced in an error, repr, log or event.
 _WATCH = CanaryWatch()
+# The process-wide state as the session found it (tests/process_state.py): a test that
+# leaves any of it changed fails, so the suite passes in any order and on any xdist worker.
+_STATE: list[Snapshot] = []
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     _WATCH.install()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # After collection: importing the test modules may set state up for the whole run.
+    _STATE[:] = [Snapshot()]
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -45,6 +55,21 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
             f"the canary token leaked during {item.nodeid}:\n  " + "\n  ".join(leaks[:10]),
             pytrace=False,
         )
+    changed = _STATE[0].changes() if _STATE else []
+    if changed:
+        _STATE[0].restore()  # one leak fails one test, not every test after it
+        pytest.fail(
+            f"{item.nodeid} left process-wide state changed (tests/process_state.py says how "
+            "to undo it):\n  " + "\n  ".join(changed[:10]),
+            pytrace=False,
+        )
+
+
+@pytest.fixture(autouse=True)
+def _secrets_scrubbed_for_this_test_only() -> Iterator[None]:
+    """A token a test registers (by reading it) is not scrubbed from later tests' text."""
+    with _scrub.scoped():
+        yield
 
 
 _HERE = Path(__file__).resolve().parent

@@ -11,9 +11,10 @@ its own, and stops by itself (bounded) when the block ends.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import uvicorn
@@ -33,6 +34,15 @@ def _ask(text: str) -> str:
 def _peer_of(prompt: str) -> str:
     words = prompt.split()
     return words[words.index("ask") + 1].strip("?.,!") if "ask" in words[:-1] else "nobody"
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # uvicorn's own would swap SIGINT's handler while pytest-asyncio's runner has its
+        # own in place, and put the runner's back after the runner is gone: a handler left
+        # behind for every later test. The test stops this server itself.
+        yield
 
 
 class FakeModelServer:
@@ -154,7 +164,7 @@ class FakeModelServer:
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
-        self._server = uvicorn.Server(uvicorn.Config(self.app, lifespan="off", log_level="warning"))
+        self._server = _Server(uvicorn.Config(self.app, lifespan="off", log_level="warning"))
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
         for _ in range(500):  # at most 10 s
             if self._server.started:
