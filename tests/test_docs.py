@@ -38,6 +38,9 @@ from .html_parse import Page
 pytest.importorskip("mkdocs")
 pytest.importorskip("mkdocstrings")
 
+# One xdist worker builds the site once for all of them, not each worker its own.
+pytestmark = pytest.mark.xdist_group("docs-site")
+
 ROOT = Path(__file__).resolve().parent.parent
 
 MODULES = [
@@ -111,6 +114,7 @@ def _signatures(markup: str) -> dict[str, tuple[str, str]]:
     return found
 
 
+@pytest.mark.slow  # the site fixture builds the whole site (mkdocs)
 @pytest.mark.parametrize("module", MODULES, ids=[m.__name__ for m in MODULES])
 def test_every_public_name_is_in_the_reference_with_its_docstring(
     site: Path, module: ModuleType
@@ -139,6 +143,7 @@ def test_every_public_name_is_in_the_reference_with_its_docstring(
     assert unshown == [], "docstrings not rendered in the reference"
 
 
+@pytest.mark.slow  # the site fixture builds the whole site (mkdocs)
 @pytest.mark.parametrize("module", MODULES, ids=[m.__name__ for m in MODULES])
 def test_every_public_class_shows_its_constructors_signature_with_its_parameters(
     site: Path, module: ModuleType
@@ -169,6 +174,7 @@ def test_every_public_class_shows_its_constructors_signature_with_its_parameters
     assert wrong == []
 
 
+@pytest.mark.slow  # the site fixture builds the whole site (mkdocs)
 def test_no_class_attribute_in_the_reference_shows_a_value(site: Path) -> None:
     # A member's value is implementation (`allowed_hosts = (allowed_hosts if ...)`); a
     # module constant's value is its meaning (`DEFAULT_TIMEOUT = 120.0`), and shows.
@@ -185,6 +191,7 @@ def test_no_class_attribute_in_the_reference_shows_a_value(site: Path) -> None:
     assert "coreagent_sdk.DEFAULT_TIMEOUT" in constants
 
 
+@pytest.mark.slow  # the site fixture builds the whole site (mkdocs)
 def test_no_built_page_loads_anything_from_another_host(site: Path) -> None:
     loads = re.compile(
         r"""(?:\bsrc=|<link\b[^>]*\bhref=|import\(|@import\s+url\()\s*["']?(https?:)?//""", re.I
@@ -198,6 +205,7 @@ def test_no_built_page_loads_anything_from_another_host(site: Path) -> None:
     assert offenders == []
 
 
+@pytest.mark.slow  # the site fixture builds the whole site (mkdocs)
 def test_every_in_page_link_points_at_an_anchor_the_page_has(site: Path) -> None:
     # The skip link and the table of contents once pointed at ids a notebook page lacked.
     broken = []
@@ -211,6 +219,7 @@ def test_every_in_page_link_points_at_an_anchor_the_page_has(site: Path) -> None
     assert broken == []
 
 
+@pytest.mark.slow  # the site fixture builds the whole site (mkdocs)
 def test_each_notebook_page_links_its_notebook_for_download(site: Path) -> None:
     notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
     assert notebooks
@@ -221,6 +230,7 @@ def test_each_notebook_page_links_its_notebook_for_download(site: Path) -> None:
         assert (folder / notebook.name).read_text() == notebook.read_text()
 
 
+@pytest.mark.slow  # the site fixture builds the whole site (mkdocs)
 def test_every_table_of_contents_entry_has_a_title(site: Path) -> None:
     # Notebook 03 has a heading that is only a code span (`invalidate`): it was a blank entry.
     entry = re.compile(
@@ -235,6 +245,7 @@ def test_every_table_of_contents_entry_has_a_title(site: Path) -> None:
     assert [Page(m).text.strip() for m in entry.findall(eviction)].count("invalidate") >= 1
 
 
+@pytest.mark.slow  # the site fixture builds the whole site (mkdocs)
 def test_a_notebook_page_keeps_its_nav_title(site: Path) -> None:
     # mkdocs-jupyter titled it from the first heading as plain text: "Delegation with".
     page = (site / "notebooks" / "01_delegation" / "index.html").read_text()
@@ -264,6 +275,7 @@ def _hooks() -> ModuleType:
     return module
 
 
+@pytest.mark.slow  # a Jupyter kernel executes the notebook
 def test_a_converted_notebook_shows_a_views_html_and_loads_no_widget_manager(
     tmp_path: Path,
 ) -> None:
@@ -322,6 +334,7 @@ def test_every_public_member_has_a_description() -> None:
     assert sorted(undocumented) == [], "document these (a docstring, or Attributes:)"
 
 
+@pytest.mark.slow  # a Jupyter kernel executes the notebook
 def test_the_documented_nbconvert_options_show_a_views_html_instead_of_an_empty_box(
     tmp_path: Path,
 ) -> None:
@@ -349,6 +362,7 @@ def test_the_documented_nbconvert_options_show_a_views_html_instead_of_an_empty_
     assert view in default
 
 
+@pytest.mark.slow  # the site fixture builds the whole site (mkdocs)
 def test_the_notebooks_and_guides_are_part_of_the_site(site: Path) -> None:
     for stem in (
         "01_delegation",

@@ -22,6 +22,8 @@ nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
+pytestmark = pytest.mark.slow  # a real Jupyter kernel, interrupted
+
 KERNEL = "coreagent-sdk-host-tests"
 
 SERVE = """

@@ -27,6 +27,9 @@ nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
+# Kernels execute every notebook; one xdist worker runs them all, so each runs once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("notebook-kernels")]
+
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 KERNEL = "coreagent-sdk-tests"
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
