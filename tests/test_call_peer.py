@@ -506,6 +506,7 @@ async def test_a_peer_that_never_finishes_is_cut_off_by_the_deadline(make_reach)
 # --- scale ------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a soak: 250 calls at once
 async def test_250_concurrent_calls_get_their_own_answers(reach) -> None:
     tool = reach.call_peer(timeout=60)
     prompts = [f"job-{i:03d}" for i in range(250)]

@@ -476,6 +476,7 @@ async def test_the_command_stops_within_ten_seconds_whatever_its_hub_peer_and_ca
         await asyncio.wait_for(peer_serving, 10)
 
 
+@pytest.mark.slow  # a real process killed and restarted
 async def test_a_host_killed_mid_turn_never_numbers_new_events_with_seqs_it_already_sent(
     tmp_path: Path,
 ) -> None:
@@ -550,6 +551,7 @@ async def serve_command_on(store: Path, target: str) -> tuple[subprocess.Popen[s
     return proc, json.loads(line)["url"]
 
 
+@pytest.mark.slow  # a real process stopped and restarted
 async def test_the_command_restarted_on_its_store_file_serves_its_sessions_again(
     tmp_path: Path,
 ) -> None:

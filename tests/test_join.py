@@ -149,6 +149,7 @@ class Process:
         return self.proc.returncode
 
 
+@pytest.mark.slow  # real processes, one stopped
 async def test_two_processes_of_a_thousand_peers_join_one_hub_and_a_stopped_one_lapses() -> None:
     hub = Process("--peers", "0")
     processes = [hub]

@@ -58,6 +58,7 @@ asyncio_default_fixture_loop_scope = function
 """
 
 
+@pytest.mark.slow  # a pytest run in a subprocess, five tests deep
 def test_a_sync_call_in_an_async_test_leaves_no_trace_on_later_tests(
     pytester: pytest.Pytester,
 ) -> None:

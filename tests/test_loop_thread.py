@@ -51,6 +51,7 @@ def from_threads(count: int, work: Any) -> list[BaseException]:
     return errors
 
 
+@pytest.mark.slow  # a soak: many threads, a microsecond switch interval
 def test_the_sync_form_from_many_threads_never_loses_an_answer() -> None:
     fleet = Fleet()
     fleet.add_peer("echo", behaviors.echo())

@@ -211,6 +211,7 @@ def _shaped(draw: Any, cls: type) -> Any:
     return {k: draw(_JSON) for k in chosen}
 
 
+@pytest.mark.slow  # a soak: 60 generated documents for each wire type
 @pytest.mark.parametrize("cls", _WIRE_TYPES, ids=lambda c: c.__name__)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())

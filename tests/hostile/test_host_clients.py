@@ -143,6 +143,7 @@ async def test_deep_or_odd_json_is_a_400_never_a_crash(served: Served, body: byt
     assert await served.answers() == "still there?"
 
 
+@pytest.mark.slow  # a soak: replay storms of 5,000 events
 async def test_since_zero_storms_replay_the_newest_5000_uncopied_while_others_are_answered(
     served: Served,
 ) -> None:
@@ -480,6 +481,7 @@ def traced() -> Iterator[Callable[[], tuple[int, int]]]:
 CONNECTION_BYTES = 4 * 256 * 1024 + 2 * 64 * 1024
 
 
+@pytest.mark.slow  # a soak: megabytes sent until the cap holds
 async def test_an_endless_body_holds_the_cap_not_the_body_while_another_caller_is_answered(
     served: Served,
 ) -> None:
@@ -530,6 +532,7 @@ async def test_an_endless_body_holds_the_cap_not_the_body_while_another_caller_i
     assert still_sending and sent >= 8 << 20  # the body went on while the other was answered
 
 
+@pytest.mark.slow  # a soak: slow bodies past the cap
 async def test_slow_bodies_past_the_cap_hold_the_cap_each_while_another_caller_is_answered(
     served: Served,
 ) -> None:
@@ -605,6 +608,7 @@ async def post_sessions(app: Any, count: int, token: str | None = None) -> Count
     return statuses
 
 
+@pytest.mark.slow  # a soak: ten thousand requests
 async def test_ten_thousand_session_creations_from_one_caller_keep_the_burst_and_no_more() -> None:
     """Pins `pkg/attach/rate_limit.go` `costRateLimiter.Allow`, on by default as on a daemon:
     one caller opens its burst of 5, and the 9,995 it is refused leave nothing behind."""

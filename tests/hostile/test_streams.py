@@ -91,6 +91,7 @@ async def test_an_event_stream_is_requested_without_compression() -> None:
     assert peer.requests[-1].headers["accept-encoding"] == "identity"
 
 
+@pytest.mark.slow  # inflates 64 MiB under tracemalloc
 @pytest.mark.parametrize(
     ("pattern", "error"),
     [(b"\x00", FrameTooLargeError), (b"data: x\n", FrameTooLargeError)],
