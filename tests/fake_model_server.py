@@ -161,19 +161,32 @@ class FakeModelServer:
         )
 
     async def __aenter__(self) -> FakeModelServer:
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        self._server = _Server(uvicorn.Config(self.app, lifespan="off", log_level="warning"))
-        self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
-        for _ in range(500):  # at most 10 s
-            if self._server.started:
-                break
-            await asyncio.sleep(0.02)
-        assert self._server.started, "the fake model server did not start"
+        self._server, self._task, self.port = await serve_on_loopback(self.app)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         assert self._server is not None and self._task is not None
-        self._server.should_exit = True
-        await asyncio.wait_for(self._task, 10)
+        await stop_serving(self._server, self._task)
+
+
+async def serve_on_loopback(app: Any) -> tuple[uvicorn.Server, asyncio.Task[None], int]:
+    """`app` served by uvicorn on 127.0.0.1 at a free port, started (at most 10 s)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, lifespan="off", log_level="warning", interface="asgi3")
+    server = _Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    for _ in range(500):  # at most 10 s
+        if server.started:
+            break
+        await asyncio.sleep(0.02)
+    assert server.started, "the model server on 127.0.0.1 did not start"
+    return server, task, port
+
+
+async def stop_serving(server: uvicorn.Server, task: asyncio.Task[None]) -> None:
+    """Stop it (an answer still being sent does not hold the exit), bounded."""
+    server.should_exit = True
+    server.force_exit = True
+    await asyncio.wait_for(task, 10)

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 import attrs
 import uvicorn
+
+from .fake_model_server import serve_on_loopback, stop_serving
 
 Chunks = Callable[[], AsyncIterator[bytes]]
 
@@ -126,24 +127,12 @@ class MisbehavingServer:
             gone.cancel()
 
     async def __aenter__(self) -> MisbehavingServer:
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.app, lifespan="off", log_level="warning", interface="asgi3")
-        self._server = uvicorn.Server(config)
-        self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
-        for _ in range(500):  # at most 10 s
-            if self._server.started:
-                break
-            await asyncio.sleep(0.02)
-        assert self._server.started, "the misbehaving model server did not start"
+        self._server, self._task, self.port = await serve_on_loopback(self.app)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         assert self._server is not None and self._task is not None
-        self._server.should_exit = True
-        self._server.force_exit = True  # an answer still trickling does not hold the exit
-        await asyncio.wait_for(self._task, 10)
+        await stop_serving(self._server, self._task)
 
 
 async def _once(body: bytes) -> AsyncIterator[bytes]:

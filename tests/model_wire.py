@@ -139,3 +139,11 @@ class Wire:
             )
 
         return httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Refuse any DNS lookup or connect off loopback for the whole test (import it, autouse)."""
+    refused = guard_sockets(monkeypatch)
+    yield refused
+    assert refused == [], f"a test tried to leave loopback: {refused}"

@@ -29,7 +29,7 @@ from .misbehaving_model_server import (
     raw_answer,
     trickle,
 )
-from .model_wire import guard_sockets
+from .model_wire import no_network  # noqa: F401  (the fixture, used by pytestmark)
 from .test_model_agent import hosted, run_turn
 
 pytest.importorskip("openai")
@@ -41,11 +41,7 @@ ASKED = [Message.system("Be brief."), Message.user("look it up")]
 CONVERSATION_TOOLS = [ToolSpec("lookup", "Look a word up.", {"type": "object", "properties": {}})]
 
 
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch: pytest.MonkeyPatch) -> Any:
-    refused = guard_sockets(monkeypatch)
-    yield refused
-    assert refused == [], f"a test tried to leave loopback: {refused}"
+pytestmark = pytest.mark.usefixtures("no_network")
 
 
 @pytest.fixture

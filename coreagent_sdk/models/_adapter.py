@@ -32,12 +32,13 @@ from typing import Any
 from .._deadline import within
 from .._scrub import LOG_FILTER, register, scrub, server_text
 from .._surrogates import replace_surrogates
-from ._bounded import BodyTooLarge, BrokenOff, bounding, read_body, unbounding
+from ._bounded import BodyTooLarge, BrokenOff, bounding, install, read_body, unbounding
 from ._protocol import ModelError, ModelReply, ToolCall, token_count
 
 __all__ = [
     "MAX_RESPONSE_BYTES",
     "Shape",
+    "VendorClient",
     "arguments_call",
     "ask",
     "check_reply",
@@ -474,6 +475,36 @@ def check_reply(reply: ModelReply, *, component: str, limit_option: str) -> Mode
             retryable=not reply.cut,
         )
     return reply
+
+
+class VendorClient:
+    """The vendor SDK client an adapter sends through, and who closes it.
+
+    One the adapter builds (`build`) is closed by `aclose` and built again if the
+    adapter is used after (a fleet closes its models as it stops; a later fleet may
+    reuse them). One the user gives is used as configured and never closed here.
+    Either way the failure-body hook (`_bounded.install`) is on its HTTP client.
+    """
+
+    def __init__(self, given: Any, build: Callable[[], Any]) -> None:
+        self._build = build if given is None else None
+        self.client: Any = given if given is not None else build()
+        self._closed = False
+        install(self.client)
+
+    def open(self) -> Any:
+        """The client to send through now (a fresh one after `aclose`, if it was built here)."""
+        if self._closed and self._build is not None:
+            self._closed = False
+            self.client = self._build()
+            install(self.client)
+        return self.client
+
+    async def aclose(self) -> None:
+        """Close the client the adapter built; a given one stays its owner's."""
+        if self._build is not None and not self._closed:
+            self._closed = True
+            await self.client.close()
 
 
 class Shape:

@@ -30,6 +30,7 @@ Translation, both ways:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,7 @@ from .._scrub import register
 from ._adapter import (
     MAX_RESPONSE_BYTES,
     Shape,
+    VendorClient,
     arguments_call,
     ask,
     check_reply,
@@ -49,7 +51,6 @@ from ._adapter import (
     scrub_vendor_logs,
     status_failure,
 )
-from ._bounded import install
 from ._protocol import Message, ModelError, ModelReply, ToolCall, ToolSpec, Usage
 
 if TYPE_CHECKING:
@@ -128,35 +129,28 @@ class AnthropicModel:
         self._options = dict(options or {})
         self._limit = max_response_bytes
         self._anthropic = anthropic
-        self._closed = False
         if client is not None:
             for attribute in ("api_key", "auth_token"):
                 secret = getattr(client, attribute, None)
                 register(secret if isinstance(secret, str) else None)
-            self._client: Any = client
-            self._owns_client = False
+            build: Any = None
             self._key_env: str | None = None
             self._timeout = given_timeout(client)
         else:
             key = read_key(api_key_env, component=_COMPONENT)
             url = checked_base_url(base_url, _COMPONENT) if base_url is not None else None
-
-            def build() -> Any:
-                return anthropic.AsyncAnthropic(
-                    api_key=key,
-                    base_url=url,
-                    timeout=timeout,
-                    max_retries=max_retries,
-                    http_client=http_client,
-                )
-
-            self._build = build
-            self._client = build()
+            build = functools.partial(
+                anthropic.AsyncAnthropic,
+                api_key=key,
+                base_url=url,
+                timeout=timeout,
+                max_retries=max_retries,
+                http_client=http_client,
+            )
             self._key_env = api_key_env
-            self._owns_client = True
             self._timeout = float(timeout)
-        install(self._client)
-        self.base_url = str(self._client.base_url).rstrip("/")
+        self._vendor = VendorClient(client, build)
+        self.base_url = str(self._vendor.client.base_url).rstrip("/")
 
     def __repr__(self) -> str:
         return f"AnthropicModel(model={self.model!r}, base_url={shown_url(self.base_url)!r})"
@@ -167,16 +161,7 @@ class AnthropicModel:
         A closed adapter still works: its next request builds a fresh client
         (a fleet closes its models as it stops; the next fleet reuses them).
         """
-        if self._owns_client and not self._closed:
-            self._closed = True
-            await self._client.close()
-
-    def _open_client(self) -> Any:
-        if self._closed:
-            self._closed = False
-            self._client = self._build()
-            install(self._client)
-        return self._client
+        await self._vendor.aclose()
 
     async def __aenter__(self) -> AnthropicModel:
         return self
@@ -188,7 +173,7 @@ class AnthropicModel:
         """Ask the model once: the conversation and the tools it may call."""
         body = self.request_body(messages, tools)
         content = await ask(
-            self._open_client().messages.with_streaming_response.create,
+            self._vendor.open().messages.with_streaming_response.create,
             body,
             vendor=self._anthropic,
             base_error=self._anthropic.AnthropicError,

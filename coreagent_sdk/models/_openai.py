@@ -28,6 +28,7 @@ Translation, both ways:
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,7 @@ from .._scrub import register
 from ._adapter import (
     MAX_RESPONSE_BYTES,
     Shape,
+    VendorClient,
     arguments_call,
     ask,
     check_reply,
@@ -48,7 +50,6 @@ from ._adapter import (
     scrub_vendor_logs,
     status_failure,
 )
-from ._bounded import install
 from ._protocol import Message, ModelError, ModelReply, ToolCall, ToolSpec, Usage
 
 if TYPE_CHECKING:
@@ -121,36 +122,29 @@ class OpenAIChatModel:
         self._options = dict(options or {})
         self._limit = max_response_bytes
         self._openai = openai
-        self._closed = False
         if client is not None:
             # A key the user configured is theirs to keep out of sight too.
             key = getattr(client, "api_key", None)
             register(key if isinstance(key, str) else None)
-            self._client: Any = client
-            self._owns_client = False
+            build: Any = None
             self._key_env = None
             self._timeout = given_timeout(client)
         else:
             key_env = api_key_env
             key = read_key(key_env, component=_COMPONENT) if key_env else "no-key"
             url = checked_base_url(base_url, _COMPONENT) if base_url is not None else None
-
-            def build() -> Any:
-                return openai.AsyncOpenAI(
-                    api_key=key,
-                    base_url=url,
-                    timeout=timeout,
-                    max_retries=max_retries,
-                    http_client=http_client,
-                )
-
-            self._build = build
-            self._client = build()
+            build = functools.partial(
+                openai.AsyncOpenAI,
+                api_key=key,
+                base_url=url,
+                timeout=timeout,
+                max_retries=max_retries,
+                http_client=http_client,
+            )
             self._key_env = key_env
-            self._owns_client = True
             self._timeout = float(timeout)
-        install(self._client)
-        self.base_url = str(self._client.base_url).rstrip("/") or _DEFAULT_URL
+        self._vendor = VendorClient(client, build)
+        self.base_url = str(self._vendor.client.base_url).rstrip("/") or _DEFAULT_URL
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, base_url={shown_url(self.base_url)!r})"
@@ -161,16 +155,7 @@ class OpenAIChatModel:
         A closed adapter still works: its next request builds a fresh client
         (a fleet closes its models as it stops; the next fleet reuses them).
         """
-        if self._owns_client and not self._closed:
-            self._closed = True
-            await self._client.close()
-
-    def _open_client(self) -> Any:
-        if self._closed:
-            self._closed = False
-            self._client = self._build()
-            install(self._client)
-        return self._client
+        await self._vendor.aclose()
 
     async def __aenter__(self) -> OpenAIChatModel:
         return self
@@ -182,7 +167,7 @@ class OpenAIChatModel:
         """Ask the model once: the conversation and the tools it may call."""
         body = self.request_body(messages, tools)
         content = await ask(
-            self._open_client().chat.completions.with_streaming_response.create,
+            self._vendor.open().chat.completions.with_streaming_response.create,
             body,
             vendor=self._openai,
             base_error=self._openai.OpenAIError,
