@@ -45,22 +45,15 @@ class _Server(uvicorn.Server):
         yield
 
 
-class FakeModelServer:
-    """`async with FakeModelServer() as server:` then point a model at `server.openai_url`."""
+class LoopbackModelServer:
+    """A model server's ASGI `app` on 127.0.0.1, served only inside `async with`."""
+
+    app: Any
 
     def __init__(self) -> None:
-        self.requests: list[tuple[str, dict[str, str], Any]] = []
-        self.fail_next: list[tuple[int, Mapping[str, Any]]] = []
-        self._ids = 0
+        self.port = 0
         self._server: uvicorn.Server | None = None
         self._task: asyncio.Task[None] | None = None
-        self.port = 0
-        self.app = Starlette(
-            routes=[
-                Route("/v1/chat/completions", self._chat, methods=["POST"]),
-                Route("/v1/messages", self._messages, methods=["POST"]),
-            ]
-        )
 
     @property
     def openai_url(self) -> str:
@@ -69,6 +62,30 @@ class FakeModelServer:
     @property
     def anthropic_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    async def __aenter__(self) -> Any:
+        self._server, self._task, self.port = await serve_on_loopback(self.app)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None and self._task is not None
+        await stop_serving(self._server, self._task)
+
+
+class FakeModelServer(LoopbackModelServer):
+    """`async with FakeModelServer() as server:` then point a model at `server.openai_url`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests: list[tuple[str, dict[str, str], Any]] = []
+        self.fail_next: list[tuple[int, Mapping[str, Any]]] = []
+        self._ids = 0
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._chat, methods=["POST"]),
+                Route("/v1/messages", self._messages, methods=["POST"]),
+            ]
+        )
 
     def _next_id(self, prefix: str) -> str:
         self._ids += 1
@@ -159,14 +176,6 @@ class FakeModelServer:
                 "usage": {"input_tokens": 10 * len(messages), "output_tokens": 5},
             }
         )
-
-    async def __aenter__(self) -> FakeModelServer:
-        self._server, self._task, self.port = await serve_on_loopback(self.app)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None and self._task is not None
-        await stop_serving(self._server, self._task)
 
 
 async def serve_on_loopback(app: Any) -> tuple[uvicorn.Server, asyncio.Task[None], int]:

@@ -18,9 +18,8 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 import attrs
-import uvicorn
 
-from .fake_model_server import serve_on_loopback, stop_serving
+from .fake_model_server import LoopbackModelServer
 
 Chunks = Callable[[], AsyncIterator[bytes]]
 
@@ -71,23 +70,13 @@ def trickle(every: float, count: int, head: bytes = b'{"choices": [') -> Chunks:
     return gen
 
 
-class MisbehavingServer:
+class MisbehavingServer(LoopbackModelServer):
     """`async with MisbehavingServer() as server:` then `server.queue(answer)` per request."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.answers: list[Answer] = []
         self.requests: list[tuple[str, Any]] = []
-        self.port = 0
-        self._server: uvicorn.Server | None = None
-        self._task: asyncio.Task[None] | None = None
-
-    @property
-    def openai_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    @property
-    def anthropic_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     def queue(self, *answers: Answer) -> None:
         self.answers.extend(answers)
@@ -125,14 +114,6 @@ class MisbehavingServer:
             answer.finished = True
         finally:
             gone.cancel()
-
-    async def __aenter__(self) -> MisbehavingServer:
-        self._server, self._task, self.port = await serve_on_loopback(self.app)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None and self._task is not None
-        await stop_serving(self._server, self._task)
 
 
 async def _once(body: bytes) -> AsyncIterator[bytes]:

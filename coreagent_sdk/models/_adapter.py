@@ -206,8 +206,10 @@ async def ask(
     on_status: Callable[[Any], ModelError],
     limit: int,
     timeout: float | None,
-) -> bytes:
-    """One streamed `create` call's raw answer body, or the `ModelError` its failure maps to.
+    expected: str,
+) -> dict[str, Any]:
+    """One streamed `create` call's answer as a JSON object (`decode_answer`, which holds
+    `expected`), or the `ModelError` its failure maps to.
 
     `create` is the SDK's `with_streaming_response.create`: the body is read
     here, at most `limit` bytes plus one chunk (see `_bounded`), and the whole
@@ -267,7 +269,7 @@ async def ask(
     # response (an echoed key and all) and must not become the ModelError's __context__.
     if failure is not None:
         raise failure
-    return bytes(content)
+    return decode_answer(content, component=component, limit=limit, where=where, expected=expected)
 
 
 def given_timeout(client: Any) -> float | None:

@@ -43,7 +43,6 @@ from ._adapter import (
     arguments_call,
     ask,
     check_reply,
-    decode_answer,
     given_timeout,
     load_package,
     read_key,
@@ -172,7 +171,7 @@ class AnthropicModel:
     async def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelReply:
         """Ask the model once: the conversation and the tools it may call."""
         body = self.request_body(messages, tools)
-        content = await ask(
+        data = await ask(
             self._vendor.open().messages.with_streaming_response.create,
             body,
             vendor=self._anthropic,
@@ -182,12 +181,6 @@ class AnthropicModel:
             on_status=self._status_failure,
             limit=self._limit,
             timeout=self._timeout,
-        )
-        data = decode_answer(
-            content,
-            component=_COMPONENT,
-            limit=self._limit,
-            where=self._where(),
             expected="content",
         )
         return check_reply(self._reply(data), component=_COMPONENT, limit_option="max_tokens=")

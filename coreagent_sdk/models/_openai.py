@@ -42,7 +42,6 @@ from ._adapter import (
     arguments_call,
     ask,
     check_reply,
-    decode_answer,
     given_timeout,
     load_package,
     read_key,
@@ -166,7 +165,7 @@ class OpenAIChatModel:
     async def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelReply:
         """Ask the model once: the conversation and the tools it may call."""
         body = self.request_body(messages, tools)
-        content = await ask(
+        data = await ask(
             self._vendor.open().chat.completions.with_streaming_response.create,
             body,
             vendor=self._openai,
@@ -176,12 +175,6 @@ class OpenAIChatModel:
             on_status=self._status_failure,
             limit=self._limit,
             timeout=self._timeout,
-        )
-        data = decode_answer(
-            content,
-            component=_COMPONENT,
-            limit=self._limit,
-            where=self._where(),
             expected="choices",
         )
         return check_reply(
