@@ -52,7 +52,7 @@ def _py_spy() -> str:
 
 def _package(frame: str) -> str | None:
     # A raw py-spy frame: "function (path/to/module.py:line)".
-    path = frame.rsplit("(", 1)[-1]
+    path = "/" + frame.rsplit("(", 1)[-1]
     for package in PACKAGES:
         if f"/{package}/" in path or f"/{package}.py" in path:
             return package
@@ -62,23 +62,27 @@ def _package(frame: str) -> str | None:
 def summarize(raw: Path, title: str, top: int) -> None:
     by_package: collections.Counter[str] = collections.Counter()
     on_top: collections.Counter[str] = collections.Counter()
-    total = 0
+    total = idle = 0
     for line in raw.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         n = int(count)
         frames = stack.split(";")
+        if "select (" in frames[-1] and "selectors.py" in frames[-1]:
+            idle += n  # the loop waiting for the network: not work
+            continue
         total += n
         for package in {p for p in map(_package, frames) if p is not None}:
             by_package[package] += n
         leaf = frames[-1]
-        on_top[leaf.split(" (")[0] + " (" + leaf.rsplit("/", 1)[-1]] += n
-    print(f"\n{title}: {total} samples")
+        on_top[leaf.split(" (")[0] + " (" + leaf.rsplit("/", 1)[-1].rstrip(")") + ")"] += n
+    share = 100 * idle / max(1, idle + total)
+    print(f"\n{title}: {total} busy samples ({share:.0f}% more waiting in select)")
     print("  inclusive share by package:")
     for package, n in by_package.most_common():
-        print(f"    {package:<14} {100 * n / total:5.1f}%")
+        print(f"    {package:<14} {100 * n / max(1, total):5.1f}%")
     print(f"  top {top} functions on top of the stack:")
     for name, n in on_top.most_common(top):
-        print(f"    {100 * n / total:5.1f}%  {name}")
+        print(f"    {100 * n / max(1, total):5.1f}%  {name}")
 
 
 def main() -> None:
@@ -100,21 +104,33 @@ def main() -> None:
     try:
         assert server.stdout is not None
         url = json.loads(server.stdout.readline())
-        record = [spy, "record", "-p", str(server.pid), "-f", "raw", "-r", "200"]
+        record = [
+            spy,
+            "record",
+            "-p",
+            str(server.pid),
+            "-f",
+            "raw",
+            "-r",
+            "200",
+            "--full-filenames",
+        ]
         server_spy = subprocess.Popen(
             [*record, "-o", str(out / "server.txt"), "--nonblocking"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         drive = [
-            "taskset", "-c", CLIENT_CORE, spy, "record", "-f", "raw", "-r", "200", "-o",
+            "taskset", "-c", CLIENT_CORE, spy, "record", "-f", "raw", "-r", "200",
+            "--full-filenames", "-o",
             str(out / "client.txt"), "--nonblocking", "--", sys.executable, script, "drive",
             args.contender, url, str(args.level), str(args.seconds),
         ]  # fmt: skip
         result = subprocess.run(
             drive, capture_output=True, text=True, timeout=args.seconds + 300, check=True
         )
-        got = json.loads(result.stdout.strip().splitlines()[-1])
+        # py-spy writes lines of its own around the caller's one line of JSON.
+        got = json.loads(next(x for x in result.stdout.splitlines() if x.startswith("{")))
         server_spy.send_signal(2)  # SIGINT: py-spy writes what it has
         server_spy.wait(30)
     finally:
