@@ -20,6 +20,7 @@ from ._call_peer import (
     CallPeerResult,
     Gate,
 )
+from ._callgraph import CallEdge, CallGraph, call_graph
 from ._calllog import CallLog, CallRecord
 from ._calltree import CallTree
 from ._client import AttachClient
@@ -99,6 +100,8 @@ __all__ = [
     "BuilderConfig",
     "CacheEvent",
     "CacheStats",
+    "CallEdge",
+    "CallGraph",
     "CallLog",
     "CallPeer",
     "CallPeerEvent",
@@ -162,6 +165,7 @@ __all__ = [
     "Wake",
     "WhoAmI",
     "__version__",
+    "call_graph",
     "endpoint_problem",
     "lookup_peer",
     "quote_name",

@@ -3,7 +3,8 @@
 The invariant: every string that came from a peer, a hub, a registry or a
 user passes through `_e` (HTML escaping, quotes included) before it enters
 markup, and all markup is built here, so reviewing the escaping means
-reviewing this one module. A peer answering `<script>` shows that text.
+reviewing this one module (and `_callgraph`'s SVG, which escapes with this
+module's `escape`). A peer answering `<script>` shows that text.
 
 Styles are inline and there is no script, so the output renders the same in
 JupyterLab, VS Code, nbviewer and the documentation, and stays readable
@@ -32,11 +33,15 @@ if TYPE_CHECKING:
     from ._steps import TurnStep
 
 __all__ = [
+    "BOX",
+    "NOTE",
+    "TITLE",
     "CacheState",
     "cache_html",
     "cache_state",
     "cache_text",
     "calls_html",
+    "escape",
     "fleet_html",
     "result_html",
     "result_text",
@@ -78,6 +83,12 @@ _COLOURS = {
 def _e(value: object) -> str:
     """Escaped text: the only way a value enters markup."""
     return html.escape(str(value), quote=True)
+
+
+escape = _e
+BOX = _BOX  # the frame, the title line and the note every view shares
+TITLE = _TITLE
+NOTE = _NOTE
 
 
 def short(text: str, limit: int = _TEXT_CHARS) -> str:
