@@ -43,10 +43,13 @@ class CallTree:
         records: The calls the tree arranges (`CallRecord`s), in any order.
         epoch: The wall-clock time (Unix seconds) of the records' time 0, when known
             (a `CallLog`'s tree knows it); spans exported from the tree use it.
+        opened: Show every level open (HTML) and every step (text), as
+            `delegation` does; False (the default) shows each call collapsed.
     """
 
     records: tuple[CallRecord, ...]
     epoch: float | None = attrs.field(default=None, kw_only=True)
+    opened: bool = attrs.field(default=False, kw_only=True)
 
     def __repr__(self) -> str:
         return _display.tree_text(self)
@@ -83,6 +86,36 @@ class CallTree:
     def usage(self, prices: PriceTable | None = None) -> TokenUsage:
         """Tokens per turn and per agent in this tree, priced by ``prices`` (`CallLog.usage`)."""
         return TokenUsage.of(self.records, prices)
+
+    def delegation(self, call_id: int, *, opened: bool = True) -> CallTree:
+        """The call ``call_id`` and every call under it, shown opened down to each step.
+
+        ``tree.delegation(tree.roots()[-1].call_id)`` is the newest delegation,
+        every model round and tool call in view (``opened=False``: collapsed).
+
+        Raises:
+            KeyError: No call ``call_id`` in the tree; names the ids it has.
+        """
+        if not any(r.call_id == call_id for r in self.records):
+            ids = ", ".join(str(r.call_id) for r in self.roots()[:20])
+            raise KeyError(
+                f"CallTree.delegation: no call {call_id!r} in this tree "
+                f"(its roots: {ids or 'none'}); pick one from tree.roots()"
+            )
+        children = self._children()
+        kept: dict[int, CallRecord] = {}
+        stack = [next(r for r in self.records if r.call_id == call_id)]
+        while stack:
+            record = stack.pop()
+            if record.call_id in kept:
+                continue
+            kept[record.call_id] = record
+            stack.extend(children.get(record.call_id, []))
+        # The chosen call is the root even when its own parent is in the records.
+        records = tuple(
+            attrs.evolve(r, parent=None) if r.call_id == call_id else r for r in kept.values()
+        )
+        return CallTree(records, epoch=self.epoch, opened=opened)
 
     def export_spans(self, tracer_provider: Any = None) -> int:
         """Write the tree as OpenTelemetry spans: one trace per root call (``otel`` extra).

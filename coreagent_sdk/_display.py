@@ -380,6 +380,18 @@ def _inside(record: CallRecord) -> str:
     return ", ".join(parts)
 
 
+def _step_text(step: TurnStep) -> str:
+    took = "" if step.kind == "error" else f" {step.duration_ms:.1f} ms"
+    tokens = (
+        f" {step.input_tokens or 0} in / {step.output_tokens or 0} out"
+        if step.input_tokens is not None or step.output_tokens is not None
+        else ""
+    )
+    peer = f" -> {_plain(step.peer)}" if step.peer else ""
+    failed = f" failed: {short(step.error)}" if step.error is not None else ""
+    return f"· {step.kind} {_plain(step.name)}{peer}{took}{tokens}{failed}"
+
+
 def tree_text(tree: CallTree) -> str:
     lines = [f"CallTree: {_tree_summary(tree)}"]
     walked = list(tree.walk())
@@ -389,6 +401,9 @@ def tree_text(tree: CallTree) -> str:
             x for x in (_duration(r), r.error_type or "", f"({inside})" if inside else "") if x
         )
         lines.append(f"{prefix}{_plain(r.peer)} {r.state}{' ' + extra if extra else ''}")
+        if tree.opened:  # each step on a line of its own, under the call's own line
+            below = prefix.replace("├── ", "│   ").replace("└── ", "    ")
+            lines += [f"{below}  {_step_text(step)}" for step in r.steps]
     if len(walked) > _SHOWN_ROWS:
         lines.append(f"... and {len(walked) - _SHOWN_ROWS:,} more calls not shown")
     return "\n".join(lines)
@@ -398,7 +413,7 @@ _DETAILS = "margin:1px 0 1px 1.1em"
 _SUMMARY = "cursor:pointer;white-space:nowrap;overflow:hidden;text-overflow:ellipsis"
 _STEP_TEXT = (
     "white-space:pre-wrap;word-break:break-word;background:#f6f8fa;border-radius:3px;"
-    "padding:2px 6px;margin:2px 0 2px 1.1em"
+    "padding:2px 6px;margin:2px 0 2px 1.1em;max-height:8em;overflow:auto"
 )
 _MUTED = "color:#57606a"
 _KIND_COLOURS = {"chat": "#8250df", "tool": "#0969da", "error": "#cf222e"}
@@ -456,6 +471,7 @@ def tree_html(tree: CallTree) -> str:
     from ._calltree import claim
 
     children = tree._children()
+    opened = " open" if tree.opened else ""
     out = [
         f'<div style="{_BOX}">',
         f'<div style="{_TITLE}">CallTree: {_e(_tree_summary(tree))}</div>',
@@ -474,7 +490,7 @@ def tree_html(tree: CallTree) -> str:
         if kind == "step":
             step, made = item
             out.append(
-                f'<details style="{_DETAILS}"><summary style="{_SUMMARY}">'
+                f'<details style="{_DETAILS}"{opened}><summary style="{_SUMMARY}">'
                 f"{_step_summary(step)}</summary>{_step_body(step)}"
             )
             stack.append(("close", None))
@@ -488,7 +504,7 @@ def tree_html(tree: CallTree) -> str:
             continue
         shown += 1
         out.append(
-            f'<details style="{_DETAILS}"><summary style="{_SUMMARY}">'
+            f'<details style="{_DETAILS}"{opened}><summary style="{_SUMMARY}">'
             f"{_call_summary(record)}</summary>"
         )
         steps, rest = claim(record, children.get(record.call_id, []))
@@ -499,6 +515,9 @@ def tree_html(tree: CallTree) -> str:
     note = (
         "each call under the call whose turn made it, oldest first; open a call to see what "
         "its turn did (model rounds, tool calls) and the calls it made"
+        if not tree.opened
+        else "one delegation, opened: each call's model rounds and tool calls in the order "
+        "they started, each sub-call under the call_peer that made it"
     )
     if not tree.records:
         note = "no calls yet"

@@ -454,8 +454,41 @@ def test_the_model_fleet_notebook_routes_by_name_and_shows_the_slow_and_the_cut_
     # Each specialist under the router's call_peer step that asked it (the three at once).
     assert calls[:3] == [(1, "router"), (3, "storage"), (1, "router")]
     assert sorted(calls[3:]) == [(3, "compute"), (3, "logs"), (3, "storage")]
-    used = re.findall(r"^(\w+) +in +(\d+) +out +(\d+)$", printed, re.MULTILINE)
-    assert [name for name, _, _ in used] == ["router", "storage", "compute", "logs"]
-    assert all(int(i) > 0 and int(o) > 0 for _, i, o in used)
+    # Tokens and calls come from to_pandas(), not from comprehensions over internals.
+    source = "".join(c.source for c in code)
+    assert "fleet.calls.to_pandas()" in source and "usage(prices)" in source
+    assert "fleet.peer(" not in source and "for c in fleet.calls" not in source
+    tables = {
+        c.source.strip().splitlines()[-1]: Page("".join(o.data.get("text/html", ""))).rows
+        for c in code
+        for o in c.outputs
+        if o.get("output_type") == "execute_result"
+    }
+    header, _index_name, *rows = [row for row in tables["by_agent"] if len(row) == 8]
+    assert header[1:4] == ["turns", "model_rounds", "input_tokens"]
+    by_agent = {row[0]: row[1:] for row in rows}
+    assert sorted(by_agent) == ["compute", "logs", "router", "storage"]
+    assert all(int(r[2]) > 0 and float(r[5]) > 0 for r in by_agent.values())  # tokens, cost
+    # One delegation opened down to the model's rounds and tools: the status question.
+    opened = [
+        Page("".join(o.data["text/html"]))
+        for c in code
+        for o in c.outputs
+        if "".join(o.get("data", {}).get("text/plain", "")).startswith("CallTree: 4 calls")
+    ]
+    assert opened, "the status question's delegation is shown"
+    page = opened[0]
+    assert page.opened == len(page.summaries) > 4
+    kinds = [text.split(" ")[:2] for _, text in page.summaries]
+    assert ["model", "scripted"] in kinds and ["tool", "call_peer"] in kinds
+    # The fleet graph: an SVG in the saved output, with every agent.
+    graphs = [
+        "".join(o.data["text/html"])
+        for c in code
+        for o in c.outputs
+        if "".join(o.get("data", {}).get("text/plain", "")).startswith("CallGraph(")
+    ]
+    assert graphs and "<svg" in graphs[0]
+    assert all(f">{name}</text>" in graphs[0] for name in ("router", "storage", "compute", "logs"))
     assert "OpenAIChatModel(" in "".join(c.source for c in done.notebook.cells)
     assert "aclose()" in code[-1].source

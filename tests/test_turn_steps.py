@@ -296,3 +296,26 @@ class Named:
 
     async def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelReply:
         return ModelReply("hi")
+
+
+async def test_one_delegation_shows_opened_down_to_each_model_round_and_tool_call() -> None:
+    fleet = router_fleet()
+    tool = fleet.call_peer(timeout=10)
+    for _ in range(2):
+        await tool.acall(peer="router", prompt="Is the disk full?")
+    tree = fleet.calls.tree()
+    newest = tree.roots()[-1]
+    one = tree.delegation(newest.call_id)
+    assert {r.call_id for r in one.records} == {newest.call_id} | {
+        r.call_id for r in tree.children(newest.call_id)
+    }
+    page = Page(one._repr_html_())
+    assert page.opened == len(page.summaries) == 8  # every level open: 2 calls, 6 steps
+    text = repr(one).splitlines()
+    assert text[1].startswith("router finished") and text[2].startswith("  · chat scripted")
+    assert any(line.startswith("└── storage finished") for line in text)
+    assert any(line.startswith("      · tool lookup") for line in text)
+    assert Page(tree.delegation(newest.call_id, opened=False)._repr_html_()).opened == 0
+    with pytest.raises(KeyError, match=r"no call 999 in this tree \(its roots: \d+, \d+\)"):
+        tree.delegation(999)
+    await fleet.aclose()
