@@ -7,26 +7,15 @@ import sys
 import pytest
 
 from coreagent_sdk import CallLog, CallPeerEvent, Price, PriceTable, TurnStep
-from coreagent_sdk.models import ScriptedModel, when
 from simulator import Fleet, behaviors
+
+from .test_turn_steps import router_fleet
 
 pd = pytest.importorskip("pandas")
 
 
-def lookup(host: str) -> dict[str, str]:
-    """Look a host's disk up."""
-    return {"host": host, "disk": "81%"}
-
-
 async def _asked_twice() -> Fleet:
-    fleet = Fleet()
-    fleet.add_peer(
-        "router", behaviors.model(ScriptedModel(when("disk").ask("storage", "{prompt}")))
-    )
-    fleet.add_peer(
-        "storage",
-        behaviors.model(ScriptedModel(when().call("lookup", host="node-3")), tools=[lookup]),
-    )
+    fleet = router_fleet()
     fleet.add_peer("plain", behaviors.reply("no model here"))
     tool = fleet.call_peer(timeout=10)
     for _ in range(2):

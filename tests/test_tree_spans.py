@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 
 from coreagent_sdk import CallLog, CallPeerEvent, CallRecord, CallTree, TurnStep
-from coreagent_sdk.models import ScriptedModel, when
-from simulator import Fleet, behaviors
+from simulator import behaviors
 
 pytest.importorskip("opentelemetry.sdk")
 from opentelemetry.sdk.trace import TracerProvider
@@ -18,10 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
 
-
-def lookup(host: str) -> dict[str, str]:
-    """Look a host's disk up."""
-    return {"host": host, "disk": "81%"}
+from .test_turn_steps import router_fleet
 
 
 def _provider() -> tuple[TracerProvider, InMemorySpanExporter]:
@@ -49,14 +45,7 @@ def _shape(spans: Any) -> list[tuple[int, str]]:
 
 
 async def test_a_delegation_is_one_trace_nested_down_to_the_model_rounds_and_tools() -> None:
-    fleet = Fleet()
-    fleet.add_peer(
-        "router", behaviors.model(ScriptedModel(when("disk").ask("storage", "{prompt}")))
-    )
-    fleet.add_peer(
-        "storage",
-        behaviors.model(ScriptedModel(when().call("lookup", host="node-3")), tools=[lookup]),
-    )
+    fleet = router_fleet()
     fleet.add_peer("plain", behaviors.reply("ok"))
     tool = fleet.call_peer(timeout=10)
     await tool.acall(peer="router", prompt="Is the disk full?")
