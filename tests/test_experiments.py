@@ -522,3 +522,16 @@ def test_plots_draw_each_setting(tiny: Results) -> None:
         assert tiny.plot_cost_vs_accuracy().get_ylabel() == "pass rate"
     finally:
         plt.close("all")
+
+
+def test_answers_quoting_a_failed_peers_session_are_the_same_on_every_run() -> None:
+    def build_dropping(trial: Trial) -> Fleet:
+        fleet = build(trial)
+        fleet.faults("storage").drop_streams_after = 1  # the router's delegation fails
+        return fleet
+
+    scenario = Scenario("drops", build_dropping, cases=CASES[:1], entry="router")
+    first, again = (Experiment(scenario, k=2).run(progress=False) for _ in range(2))
+    assert outcomes(first) == outcomes(again)
+    assert all("(session *)" in r["answer"] for r in first.rows)
+    assert "(session *)" not in first.rows[0]["tree"]  # the tree keeps the real ids

@@ -101,7 +101,7 @@ def kernel_name(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield name
 
 
-def test_there_are_six_notebooks() -> None:
+def test_there_are_seven_notebooks() -> None:
     assert [p.name for p in NOTEBOOKS] == [
         "01_delegation.ipynb",
         "02_truncation.ipynb",
@@ -109,6 +109,7 @@ def test_there_are_six_notebooks() -> None:
         "04_trees.ipynb",
         "05_your_agent.ipynb",
         "06_model_fleet.ipynb",
+        "07_experiments.ipynb",
     ]
 
 
@@ -492,3 +493,24 @@ def test_the_model_fleet_notebook_routes_by_name_and_shows_the_slow_and_the_cut_
     assert all(f">{name}</text>" in graphs[0] for name in ("router", "storage", "compute", "logs"))
     assert "OpenAIChatModel(" in "".join(c.source for c in done.notebook.cells)
     assert "aclose()" in code[-1].source
+
+
+def test_the_experiments_notebook_resumes_its_run_and_shows_intervals_and_confusion(
+    runs: dict[str, Run],
+) -> None:
+    done = runs["07_experiments"]
+    if done.error is not None:
+        raise done.error
+    code = [c for c in done.notebook.cells if c.cell_type == "code"][1:-1]  # less guard, report
+    printed = "".join(o.get("text", "") for c in code for o in c.outputs if o.get("text"))
+    resumed = re.search(r"(\d+) trials were already done; 300 rows now; stopped: None", printed)
+    assert resumed and 0 < int(resumed.group(1)) < 300  # the first run stopped part way
+    shown = "".join(
+        "".join(o.get("data", {}).get("text/html", "")) for c in code for o in c.outputs
+    )
+    assert "Wilson score interval" in shown and "stopped: budget: tokens" in shown
+    plain = "".join(
+        "".join(o.get("data", {}).get("text/plain", "")) for c in code for o in c.outputs
+    )
+    assert "expected" in plain and "asked" in plain  # the confusion table
+    assert "client.get_executor()" in "".join(c.source for c in done.notebook.cells)

@@ -150,9 +150,21 @@ def _score(scenario: Scenario, outcome: Outcome) -> dict[str, Any]:
     return scores
 
 
+def _steady(text: str | None, sessions: list[str]) -> str | None:
+    # Session ids are random on every run (unguessable by design); an answer or an error that
+    # quotes one (a failed delegation's message does) would differ between two runs of the
+    # same trial. The table shows them as *, as a recording does; the tree keeps them.
+    if text is None:
+        return None
+    for session in sessions:
+        text = text.replace(session, "*")
+    return text
+
+
 def row_of(scenario: Scenario, outcome: Outcome) -> dict[str, Any]:
     """One row of the table: the key, the parameters, each score, and what the trial did."""
     trial = outcome.trial
+    sessions = sorted({r.session_id for r in outcome.tree.records if r.session_id}, key=len)[::-1]
     scores = _score(scenario, outcome)
     checks = [v for v in scores.values() if isinstance(v, bool)]
     asked = outcome.asked
@@ -165,9 +177,9 @@ def row_of(scenario: Scenario, outcome: Outcome) -> dict[str, Any]:
         "repetition": trial.repetition,
         "passed": all(checks),
         **scores,
-        "answer": _cut(outcome.answer, _MAX_ANSWER),
+        "answer": _cut(_steady(outcome.answer, sessions), _MAX_ANSWER),
         "error_kind": outcome.error_kind,
-        "error": outcome.error,
+        "error": _steady(outcome.error, sessions),
         "duration_ms": round(outcome.duration_ms, 3),
         "tokens_in": outcome.tokens_in,
         "tokens_out": outcome.tokens_out,
