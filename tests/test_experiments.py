@@ -535,3 +535,9 @@ def test_answers_quoting_a_failed_peers_session_are_the_same_on_every_run() -> N
     assert outcomes(first) == outcomes(again)
     assert all("(session *)" in r["answer"] for r in first.rows)
     assert "(session *)" not in first.rows[0]["tree"]  # the tree keeps the real ids
+
+
+def test_parameters_keep_the_grids_order_in_the_table() -> None:
+    results = Experiment(flawed(), grid={"zeta": [1], "flaw": ["none"]}, k=1).run(progress=False)
+    assert results.params == ["zeta", "flaw"]
+    assert list(results.summary_rows()[0])[:2] == ["zeta", "flaw"]

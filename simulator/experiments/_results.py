@@ -89,8 +89,10 @@ class Results:
         """The parameter names of the grid, in its order."""
         names: dict[str, None] = {}
         for row in self.rows:
-            for name in json.loads(row["params"]):
-                names.setdefault(name, None)
+            given = json.loads(row["params"])  # its keys sorted: the row's own are in grid order
+            for name in row:
+                if name in given:
+                    names.setdefault(name, None)
         return list(names)
 
     @property
