@@ -6,7 +6,9 @@ without its dashboard.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
+import os
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -49,7 +51,9 @@ def pool() -> Iterator[ProcessPoolExecutor]:
 def test_a_process_pool_gives_the_same_table_as_one_process(
     in_process: Results, pool: ProcessPoolExecutor, tmp_path: Path
 ) -> None:
-    results = experiment().run(tmp_path / "pool.sqlite", executor=pool, chunk_size=3)
+    results = experiment().run(
+        tmp_path / "pool.sqlite", executor=pool, chunk_size=3, progress=False
+    )
     assert outcomes(results) == outcomes(in_process)
     assert 0 < sum(r["passed"] for r in results.rows) < len(results)
 
@@ -69,8 +73,33 @@ def test_a_process_pool_refuses_a_notebook_style_scenario_before_any_trial(
     assert built == [] and not (tmp_path / "x.sqlite").exists()
 
 
+@pytest.fixture
+def loggers_kept() -> Iterator[None]:
+    """Loggers and the environment put back: dask configures its loggers and sets variables."""
+    environment = dict(os.environ)
+    manager = logging.Logger.manager
+    before = {
+        name: (lg.level, list(lg.handlers), list(lg.filters), lg.propagate, lg.disabled)
+        for name, lg in manager.loggerDict.items()
+        if isinstance(lg, logging.Logger)
+    }
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(environment)
+        for name, lg in list(manager.loggerDict.items()):
+            if isinstance(lg, logging.Logger):
+                level, handlers, filters, propagate, disabled = before.get(
+                    name, (logging.NOTSET, [], [], True, False)
+                )
+                lg.setLevel(level)
+                lg.handlers[:], lg.filters[:] = handlers, filters
+                lg.propagate, lg.disabled = propagate, disabled
+
+
 def test_a_dask_cluster_gives_the_same_table_and_takes_a_notebooks_functions(
-    in_process: Results, tmp_path: Path
+    in_process: Results, tmp_path: Path, loggers_kept: None
 ) -> None:
     distributed = pytest.importorskip("distributed")
     with (
@@ -84,7 +113,9 @@ def test_a_dask_cluster_gives_the_same_table_and_takes_a_notebooks_functions(
         distributed.Client(cluster) as client,
     ):
         executor = client.get_executor()
-        results = experiment().run(tmp_path / "dask.sqlite", executor=executor, chunk_size=3)
+        results = experiment().run(
+            tmp_path / "dask.sqlite", executor=executor, chunk_size=3, progress=False
+        )
         assert outcomes(results) == outcomes(in_process)
 
         def build_here(trial: Trial) -> Fleet:  # cloudpickle sends a cell's function by value
