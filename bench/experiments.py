@@ -186,12 +186,16 @@ def main() -> None:
     parser.add_argument("--overhead", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dask", type=int, default=120)
+    parser.add_argument("--only", choices=("overhead", "scale", "dask"), default=None)
     args = parser.parse_args()
     print(f"load average at start: {os.getloadavg()}; cpus: {os.cpu_count()}")
-    overhead(args.overhead, args.rounds)
+    if args.only in (None, "overhead"):
+        overhead(args.overhead, args.rounds)
     with tempfile.TemporaryDirectory() as folder:
-        scale(args.trials, Path(folder))
-        on_dask(args.dask, Path(folder))
+        if args.only in (None, "scale"):
+            scale(args.trials, Path(folder))
+        if args.only in (None, "dask"):
+            on_dask(args.dask, Path(folder))
     print(f"load average at end: {os.getloadavg()}")
 
 
