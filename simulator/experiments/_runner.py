@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import inspect
 import json
 import math
@@ -357,6 +358,58 @@ def _wait_timeout(deadline: float | None) -> float | None:
     return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
+async def _drive(
+    starts: Iterator[Callable[[], asyncio.Future[Any]]],
+    most: int,
+    pace: _Pace,
+    stop: _Stop,
+    event: asyncio.Event,
+    deadline: float | None,
+    deliver: Callable[[Any], None],
+) -> None:
+    """Keep up to `most` units (trials, or chunks on an executor) in flight until done or stopped.
+
+    On an interrupt or the wall-time deadline the units in flight are cancelled and not
+    recorded (a chunk an executor has not started never runs: cancelling the asyncio side
+    cancels the executor's future); on a spent budget no unit starts and those in flight
+    finish.
+    """
+    inflight: set[asyncio.Future[Any]] = set()
+    stopped: asyncio.Future[Any] = asyncio.ensure_future(event.wait())
+    exhausted = False
+    try:
+        while True:
+            while not exhausted and stop.reason is None and len(inflight) < most:
+                start = next(starts, None)
+                if start is None:
+                    exhausted = True
+                    break
+                await pace.wait()
+                inflight.add(start())
+            if not inflight:
+                return
+            finished, _ = await asyncio.wait(
+                {*inflight, *([] if stopped.done() else [stopped])},
+                timeout=_wait_timeout(deadline),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            for done in finished:
+                if done is stopped:
+                    continue
+                inflight.discard(done)
+                deliver(done.result())  # a ScenarioError propagates: the run stops
+            if deadline is not None and time.monotonic() >= deadline:
+                stop.stop("budget: wall time")
+            if stop.reason is not None and stop.reason.startswith(("interrupted", "budget: wall")):
+                return
+    finally:
+        stopped.cancel()
+        for unit in inflight:
+            unit.cancel()
+        if inflight:
+            await asyncio.gather(*inflight, return_exceptions=True)
+
+
 async def _in_process(
     scenario: Scenario,
     todo: Iterator[Trial],
@@ -366,45 +419,15 @@ async def _in_process(
     deadline: float | None,
     arrived: Callable[[dict[str, Any]], None],
 ) -> None:
-    pace = _Pace(opts.rate)
-    inflight: set[asyncio.Future[Any]] = set()
-    stopped: asyncio.Future[Any] = asyncio.ensure_future(event.wait())
-    exhausted = False
-    try:
-        while True:
-            while not exhausted and stop.reason is None and len(inflight) < opts.concurrency:
-                trial = next(todo, None)
-                if trial is None:
-                    exhausted = True
-                    break
-                await pace.wait()
-                if scenario.fake_clock:
-                    trial = attrs.evolve(trial, clock=FakeClock())
-                if opts.recordings is not None:
-                    trial = attrs.evolve(trial, recordings=opts.recordings)
-                inflight.add(asyncio.ensure_future(_row(scenario, trial)))
-            if not inflight:
-                return
-            finished, _ = await asyncio.wait(
-                {*inflight, *([] if stopped.done() else [stopped])},
-                timeout=_wait_timeout(deadline),
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-            for task in finished:
-                if task is stopped:
-                    continue
-                inflight.discard(task)
-                arrived(task.result())  # a ScenarioError propagates: the run stops
-            if deadline is not None and time.monotonic() >= deadline:
-                stop.stop("budget: wall time")
-            if stop.reason is not None and stop.reason.startswith(("interrupted", "budget: wall")):
-                return  # the running trials are cancelled below, not recorded
-    finally:
-        stopped.cancel()
-        for task in inflight:
-            task.cancel()
-        if inflight:
-            await asyncio.gather(*inflight, return_exceptions=True)
+    def starts() -> Iterator[Callable[[], asyncio.Future[Any]]]:
+        for trial in todo:
+            if scenario.fake_clock:
+                trial = attrs.evolve(trial, clock=FakeClock())
+            if opts.recordings is not None:
+                trial = attrs.evolve(trial, recordings=opts.recordings)
+            yield functools.partial(asyncio.ensure_future, _row(scenario, trial))
+
+    await _drive(starts(), opts.concurrency, _Pace(opts.rate), stop, event, deadline, arrived)
 
 
 def _chunks(todo: Iterator[Trial], size: int) -> Iterator[list[tuple[Any, ...]]]:
@@ -450,46 +473,24 @@ async def _on_executor(
     executor = opts.executor
     assert executor is not None
     workers = getattr(executor, "_max_workers", None) or 4
-    pending_most = max(2, 2 * int(workers))
     per_chunk = min(opts.concurrency, opts.chunk_size)
     recordings = str(opts.recordings) if opts.recordings is not None else None
+
+    def submit(chunk: list[tuple[Any, ...]]) -> asyncio.Future[Any]:
+        return asyncio.wrap_future(
+            executor.submit(run_chunk, scenario, chunk, per_chunk, recordings)
+        )
+
+    def starts() -> Iterator[Callable[[], asyncio.Future[Any]]]:
+        for chunk in _chunks(todo, opts.chunk_size):
+            yield functools.partial(submit, chunk)
+
+    def deliver(rows: list[dict[str, Any]]) -> None:
+        for row in rows:
+            arrived(row)
+
     pace = _Pace(opts.rate / opts.chunk_size if opts.rate else None)
-    chunks = _chunks(todo, opts.chunk_size)
-    pending: dict[asyncio.Future[Any], concurrent.futures.Future[Any]] = {}
-    stopped: asyncio.Future[Any] = asyncio.ensure_future(event.wait())
-    exhausted = False
-    try:
-        while True:
-            while not exhausted and stop.reason is None and len(pending) < pending_most:
-                chunk = next(chunks, None)
-                if chunk is None:
-                    exhausted = True
-                    break
-                await pace.wait()
-                future = executor.submit(run_chunk, scenario, chunk, per_chunk, recordings)
-                pending[asyncio.wrap_future(future)] = future
-            if not pending:
-                return
-            finished, _ = await asyncio.wait(
-                {*pending, *([] if stopped.done() else [stopped])},
-                timeout=_wait_timeout(deadline),
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-            for done in finished:
-                if done is stopped:
-                    continue
-                pending.pop(done)
-                for row in done.result():
-                    arrived(row)
-            if deadline is not None and time.monotonic() >= deadline:
-                stop.stop("budget: wall time")
-            if stop.reason is not None and stop.reason.startswith(("interrupted", "budget: wall")):
-                return
-    finally:
-        stopped.cancel()
-        for wrapped, future in pending.items():
-            future.cancel()  # not started yet: never runs; running: its rows are dropped
-            wrapped.cancel()
+    await _drive(starts(), max(2, 2 * int(workers)), pace, stop, event, deadline, deliver)
 
 
 def _options(
