@@ -212,6 +212,8 @@ def result_html(result: CallPeerResult) -> str:
 
 def roster_text(peers: Sequence[Peer]) -> str:
     # Names are what a hub sent: quoted as Go's %q, each cut, a screenful at most.
+    if not peers:
+        return "Roster(0 peers)"  # not "Roster(0 peers: )"
     names = names_text(p.name for p in peers)
     return f"Roster({len(peers)} peer{'' if len(peers) == 1 else 's'}: {names})"
 

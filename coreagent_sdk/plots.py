@@ -50,8 +50,9 @@ def delegation_timeline(
     its parent among them, as a fleet's ``fleet.calls`` has) the rows are
     grouped by delegation tree: each call under the call that made it, labelled
     with its peer indented by depth, a line between trees. Otherwise one row
-    per call by start time. Returns the matplotlib ``Axes`` (a new figure
-    unless ``ax`` is given).
+    per call by start time, labelled with its call id (the id the call log's
+    table shows). The legend sits beside the axes, clear of the bars. Returns
+    the matplotlib ``Axes`` (a new figure unless ``ax`` is given).
     """
     records = list(calls.records) if isinstance(calls, CallTree) else list(calls)
     ids = {r.call_id for r in records}
@@ -83,7 +84,16 @@ def delegation_timeline(
     for handle, label in zip(handles, labels, strict=True):
         firsts.setdefault(label, handle)
     if firsts:
-        ax.legend(firsts.values(), firsts.keys(), loc="lower right", fontsize="small")
+        # Beside the axes, never over a bar (Jupyter's inline figures are cut to fit it).
+        ax.legend(
+            firsts.values(),
+            firsts.keys(),
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            borderaxespad=0.0,
+            fontsize="small",
+            frameon=False,
+        )
     ax.set_xlabel("milliseconds since the first call started")
     if by_tree:
         # Indentation by depth (the branches' own characters need a font that has them).
@@ -96,7 +106,18 @@ def delegation_timeline(
         trees = sum(1 for prefix, _ in rows if not prefix)
         default = f"{len(rows)} calls in {trees} delegation tree{'s' if trees != 1 else ''}"
     else:
-        ax.set_ylabel("call")
+        # Rows are numbered by the call's id, as the call log's table and CallRecord.call_id.
+        from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+        row_ids = [r.call_id for _, r in rows]
+
+        def call_id(y: float, _position: int) -> str:
+            row = round(y)
+            return str(row_ids[row]) if abs(y - row) < 1e-9 and 0 <= row < len(row_ids) else ""
+
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_formatter(FuncFormatter(call_id))
+        ax.set_ylabel("call id")
         ax.set_ylim(-1, max(1, len(rows)))
         default = f"{len(rows)} delegations"
     ax.set_title(title if title is not None else default)

@@ -7,16 +7,21 @@
 - A notebook page keeps its nav title, and its table of contents is read from the headings
   the page really has, so the TOC and the skip link point at anchors that exist (and a
   heading that is only a code span is not a blank entry).
+- The build fails on an image that is not in the built site (missing, or excluded by
+  `exclude_docs`, which mkdocs only reports at INFO even under --strict) and on a tag
+  that is not HTML (a docstring's `<agent name>` becomes a tag that swallows its text).
 """
 
 from __future__ import annotations
 
 import html
+import posixpath
 import re
 from pathlib import Path
 from typing import Any
 
 import mkdocs_jupyter.nbconvert2 as nbconvert2
+from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File, Files
 from mkdocs.structure.toc import get_toc
@@ -112,6 +117,67 @@ def on_pre_page(page: Any, config: Any, files: Files) -> Any:
     if _is_notebook(page):
         page.nav_title = page.title
     return page
+
+
+# The elements a built page may hold: HTML's, the SVG icons the theme inlines, and the
+# theme's own custom element. Anything else came from text read as markup.
+HTML_TAGS = frozenset(
+    re.split(
+        r"\s+",
+        """a abbr address area article aside audio b base bdi bdo blockquote body br button canvas
+    caption cite code col colgroup data datalist dd del details dfn dialog div dl dt em embed
+    fieldset figcaption figure footer form h1 h2 h3 h4 h5 h6 head header hgroup hr html i
+    iframe img input ins kbd label legend li link main map mark menu meta meter nav noscript
+    object ol optgroup option output p param picture pre progress q rp rt ruby s samp script
+    search section select slot small source span strong style sub summary sup table tbody td
+    template textarea tfoot th thead time title tr track u ul var video wbr
+    svg path g circle rect line polyline polygon ellipse text tspan defs use symbol marker
+    clippath lineargradient radialgradient stop mask pattern image foreignobject
+    clipboard-copy""",
+    )
+)
+_START_TAG = re.compile(r"<([A-Za-z][A-Za-z0-9-]*)[\s/>]")
+_IMG_SRC = re.compile(r"<img\b[^>]*?\bsrc=\"([^\"]+)\"", re.I)
+
+
+def page_problems(markup: str, url: str, built: Any) -> list[str]:
+    """What is wrong with one built page: images not in the site, tags that are not HTML.
+
+    `url` is the page's URL path under the site (``guides/host/``); `built(path)` says
+    whether the site holds a file at that path. Scripts and code blocks are left out: what
+    they hold is text, whatever it looks like.
+    """
+    problems = []
+    text = re.sub(r"<(script|pre|code|style)\b.*?</\1>", "", markup, flags=re.S | re.I)
+    for tag in sorted({t.lower() for t in _START_TAG.findall(text)} - HTML_TAGS):
+        problems.append(f"<{tag}> is not HTML: escape it (a docstring's <...> in backticks)")
+    for src in _IMG_SRC.findall(markup):
+        if src.startswith(("data:", "http:", "https:", "//")):
+            continue
+        target = posixpath.normpath(posixpath.join(url, html.unescape(src).split("#")[0]))
+        if target.startswith("..") or not built(target):
+            problems.append(
+                f"image {src!r} is not in the built site (missing, or excluded by exclude_docs)"
+            )
+    return problems
+
+
+def on_post_page(output: str, page: Any, config: Any) -> str:
+    # Static files (images among them, excluded ones left out) are written before any page.
+    site = Path(config["site_dir"])
+    problems = page_problems(_article(output), page.url, lambda path: (site / path).is_file())
+    if problems:
+        raise PluginError(f"{page.file.src_uri}: " + "; ".join(problems))
+    return output
+
+
+_ARTICLE = re.compile(r"<article\b.*?</article>", re.S)
+
+
+def _article(page: str) -> str:
+    # The page's own content; the theme's frame around it is the theme's.
+    found = _ARTICLE.search(page)
+    return found.group(0) if found else page
 
 
 def on_page_content(content: str, page: Any, config: Any, files: Files) -> str:

@@ -99,8 +99,9 @@ async def test_a_directory_roster_shows_as_a_table_with_escaped_labels() -> None
     ]
     assert repr(roster) == 'Roster(2 peers: "prod-1", "prod-2")'
     assert repr(StaticDirectory([Peer("a", "http://a.sim")])._peers) == 'Roster(1 peer: "a")'
-    empty = Page((await DirectoryFunc(lambda: None).peers())._repr_html_())
-    assert "no peers are registered" in empty.text
+    nobody = await DirectoryFunc(lambda: None).peers()
+    assert "no peers are registered" in Page(nobody._repr_html_()).text
+    assert repr(nobody) == "Roster(0 peers)"  # was "Roster(0 peers: )"
 
 
 def test_a_static_directory_shows_its_roster() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import inspect
+import json
 import os
 import re
 import subprocess
@@ -74,7 +75,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,  # a bound on a hung build: a loaded 2-core machine takes 2 minutes and more
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -392,3 +393,160 @@ def test_the_readme_points_at_the_projects_own_docs_not_a_folder_outside_it() ->
     readme = (ROOT / "README.md").read_text()
     assert "../shared" not in readme
     assert "docs/guides/protocol.md" in readme
+
+
+def _tiny_site(tmp_path: Path, page: str) -> subprocess.CompletedProcess[str]:
+    """`mkdocs build --strict` of one page, with the site's own hooks and exclusions."""
+    docs = tmp_path / "docs"
+    (docs / "assets" / "diagrams").mkdir(parents=True)
+    (docs / "diagrams").mkdir()
+    (docs / "assets" / "diagrams" / "shown.svg").write_text(
+        '<svg xmlns="http://www.w3.org/2000/svg"/>'
+    )
+    (docs / "diagrams" / "source.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg"/>')
+    (docs / "guides").mkdir()
+    (docs / "guides" / "page.md").write_text(page)
+    (docs / "index.md").write_text("# Home\n")
+    ours = (ROOT / "mkdocs.yml").read_text()
+    excluded = re.search(r"^exclude_docs: \|\n(?:  .*\n)+", ours, re.M)
+    assert excluded is not None
+    (tmp_path / "mkdocs.yml").write_text(
+        "site_name: tiny\n"
+        + excluded.group(0)
+        + f"hooks:\n  - {ROOT / 'docs' / 'hooks.py'}\n"
+        + "nav:\n  - Home: index.md\n  - Page: guides/page.md\n"
+    )
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_the_build_passes_with_a_shipped_diagram_and_escaped_angle_brackets(
+    tmp_path: Path,
+) -> None:
+    done = _tiny_site(
+        tmp_path, "# Page\n\n![a diagram](../assets/diagrams/shown.svg)\n\n`<agent name>`\n"
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("planted", "complaint"),
+    [
+        ("![gone](../assets/diagrams/missing.svg)", "diagrams/missing.svg' is not in the built"),
+        ("![excluded](../diagrams/source.svg)", "diagrams/source.svg' is not in the built"),
+        ('The system prompt (empty: "You are <agent name>.").', "<agent> is not HTML"),
+    ],
+    ids=["missing image", "excluded image", "raw tag"],
+)
+def test_the_build_fails_on_a_missing_or_excluded_image_and_on_a_tag_that_is_not_html(
+    tmp_path: Path, planted: str, complaint: str
+) -> None:
+    done = _tiny_site(tmp_path, f"# Page\n\n{planted}\n")
+    assert done.returncode != 0
+    assert complaint in done.stderr, done.stderr[-2000:]
+
+
+def test_the_site_ships_the_diagram_the_delegation_trees_guide_shows(site: Path) -> None:
+    # `exclude_docs: diagrams/` once excluded docs/assets/diagrams/ too: a broken image.
+    assert (site / "assets" / "diagrams" / "delegation-tree.svg").is_file()
+
+
+# The guides, and the two pages a newcomer starts from.
+GUIDES = [
+    ROOT / "docs" / "index.md",
+    ROOT / "docs" / "quickstart.md",
+    *sorted((ROOT / "docs" / "guides").glob("*.md")),
+]
+# A block, the mark saying why it is not run (if any), and other tests' markers between them.
+_BLOCK = re.compile(
+    r"^(?: *<!-- not run: (?P<why>.*?) -->\n)?(?: *<!-- [\w-]+ -->\n)*(?P<indent> *)```python\n",
+    re.M,
+)
+_NOT_RUN = re.compile(r"<!-- not run:(.*?)-->")
+
+
+def _python_blocks(text: str) -> list[tuple[int, str, str | None]]:
+    """Each Python block of a page: its number, its source, why it is not run (or None)."""
+    blocks = []
+    for number, match in enumerate(_BLOCK.finditer(text), start=1):
+        indent = match.group("indent")
+        body = text[match.end() :].split(f"{indent}```", 1)[0]
+        source = "\n".join(line.removeprefix(indent) for line in body.splitlines())
+        blocks.append((number, source, match.group("why")))
+    return blocks
+
+
+def test_every_not_run_mark_sits_on_a_python_block_and_says_why() -> None:
+    for guide in GUIDES:
+        text = guide.read_text()
+        marks = [why.strip() for why in _NOT_RUN.findall(text)]
+        marked = [why for _, _, why in _python_blocks(text) if why is not None]
+        assert len(marks) == len(marked), f"{guide.name}: a mark on no Python block"
+        assert all(len(why) > 10 for why in marked), f"{guide.name}: say why it is not run"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "guide",
+    [g for g in GUIDES if any(why is None for *_, why in _python_blocks(g.read_text()))],
+    ids=lambda g: g.stem,
+)
+def test_every_python_block_of_a_guide_runs_in_order_as_a_notebooks_cells(
+    guide: Path, tmp_path: Path
+) -> None:
+    # Those that cannot run offline (a real hub, a vendor's key, a module of the reader's
+    # own) carry <!-- not run: why --> on the line above, visible in the page's source.
+    blocks = [(n, source) for n, source, why in _python_blocks(guide.read_text()) if why is None]
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "guide_blocks.py")],
+        input=json.dumps(blocks),
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count(" OK\n") == len(blocks)
+
+
+def test_the_home_page_and_the_quickstart_show_calling_simulating_and_serving() -> None:
+    for page in ("index.md", "quickstart.md"):
+        blocks = "\n".join(b for _, b, _ in _python_blocks((ROOT / "docs" / page).read_text()))
+        assert "HubDirectory(" in blocks, page  # call a real fleet
+        assert "Fleet()" in blocks, page  # simulate one
+        assert "AgentHost(" in blocks, page  # serve an agent
+
+
+def test_the_quickstart_lists_every_extra_a_user_installs() -> None:
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    quickstart = (ROOT / "docs" / "quickstart.md").read_text().split("## Installs", 1)[1]
+    rows = set(re.findall(r"^\| `([\w-]+)` \|", quickstart, re.M))
+    assert {"host", "openai", "anthropic"} <= rows
+    assert rows == set(extras)
+
+
+def test_the_readmes_installs_say_which_command_works_from_a_checkout() -> None:
+    readme = (ROOT / "README.md").read_text().split("## Installs", 1)[1].split("\n## ", 1)[0]
+    rows = [r for r in readme.splitlines() if r.startswith("| `pip")]
+    assert rows and all(r.startswith("| `pip install -e ") for r in rows)
+
+
+def test_the_benchmarks_page_opens_with_a_summary_and_holds_no_notes_to_ourselves() -> None:
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    first = page.split("\n## ", 2)[1]
+    assert first.startswith("Summary\n") and "| what | against | ratio |" in first
+    assert not re.search(r"\bissue \d|Add a section|engineers|TODO", page)

@@ -127,13 +127,6 @@ HOST = {
     "SessionRateLimit",
     "StreamHook",
     "Turn",
-    "checked_base_url",
-    "checked_token",
-    "fleet_html",
-    "http_transport",
-    "read_token",
-    "server_text",
-    "shown_url",
     "uvicorn_options",
 }
 
@@ -170,6 +163,21 @@ def test_the_host_exports_exactly_the_pinned_names() -> None:
     assert set(coreagent_sdk.host.__all__) == HOST
     for name in HOST:
         assert hasattr(coreagent_sdk.host, name), name
+
+
+def test_the_hosts_internal_helpers_stay_importable_but_out_of_its_api() -> None:
+    # They were in __all__ once; code that imported them keeps working.
+    helpers = {
+        "checked_base_url",
+        "checked_token",
+        "fleet_html",
+        "http_transport",
+        "read_token",
+        "server_text",
+        "shown_url",
+    }
+    assert not helpers & set(coreagent_sdk.host.__all__)
+    assert all(callable(getattr(coreagent_sdk.host, name)) for name in helpers)
 
 
 def test_the_simulators_daemon_and_turn_are_the_hosts() -> None:

@@ -45,6 +45,42 @@ async def test_the_timeline_draws_one_bar_per_call_coloured_by_outcome() -> None
     await fleet.aclose()
 
 
+async def test_the_timelines_legend_sits_clear_of_every_bar_and_rows_carry_the_logs_call_ids() -> (
+    None
+):
+    import matplotlib.pyplot as plt
+
+    fleet = Fleet()
+    fleet.add_peer("echo", behaviors.echo())
+    fleet.add_peer("flaky", behaviors.fail())
+    log = CallLog()
+    async with fleet.call_peer(timeout=10, on_event=log.on_event) as tool:
+        await tool.acall(peer="echo", prompt="first")  # ids of other tests' calls came first
+        await asyncio.gather(
+            *(tool.acall(peer=p, prompt="x") for p in ["echo"] * 20 + ["flaky"] * 5),
+            return_exceptions=True,
+        )
+    ax = delegation_timeline(log)
+    figure = ax.figure
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    legend = ax.get_legend().get_window_extent(renderer)
+    covered = [b for b in ax.patches if b.get_window_extent(renderer).overlaps(legend)]
+    assert covered == []
+    assert legend.x0 >= ax.get_window_extent(renderer).x1  # beside the plot, not on it
+    by_start = sorted(log.records(), key=lambda r: (r.started, r.call_id))
+    shown = {
+        round(t): label.get_text()
+        for t, label in zip(ax.get_yticks(), ax.get_yticklabels(), strict=True)
+    }
+    shown = {row: text for row, text in shown.items() if 0 <= row < len(by_start)}
+    assert len(shown) >= 3
+    assert all(text == str(by_start[row].call_id) for row, text in shown.items())
+    assert min(r.call_id for r in by_start) > 0 and ax.get_ylabel() == "call id"
+    plt.close("all")
+    await fleet.aclose()
+
+
 def test_an_empty_log_draws_an_empty_timeline() -> None:
     import matplotlib.pyplot as plt
 

@@ -25,14 +25,19 @@ except ImportError as exc:  # pragma: no cover - depends on the install
         "coreagent_sdk.host: needs the 'host' extra: pip install 'coreagent-sdk[host]'"
     ) from exc
 
-from .._display import fleet_html
-from .._endpoint import shown_url
-from .._scrub import server_text
-from .._token import checked_token, read_token
+# Helpers the simulator builds on, importable from here as before but not part of the API
+# (not in __all__, not in the reference): a fleet's HTML table, a URL as errors show it, a
+# server's text cut and scrubbed, token checks, and the host's base-URL check and transport.
+from .._display import fleet_html as fleet_html
+from .._endpoint import shown_url as shown_url
+from .._scrub import server_text as server_text
+from .._token import checked_token as checked_token
+from .._token import read_token as read_token
 from ._agents import Agent, Turn
 from ._agents_host import MultiAgentHost
 from ._host import DEFAULT_SESSION_IDLE_TIMEOUT, AgentHost, StreamHook
-from ._http import checked_base_url, http_transport
+from ._http import checked_base_url as checked_base_url
+from ._http import http_transport as http_transport
 from ._inbox import INBOX_CAP
 from ._limits import IDLE_TIMEOUT, MAX_HEADER_BYTES, READ_HEADER_TIMEOUT, uvicorn_options
 from ._model_agent import (
@@ -76,12 +81,5 @@ __all__ = [
     "SessionRateLimit",
     "StreamHook",
     "Turn",
-    "checked_base_url",
-    "checked_token",
-    "fleet_html",
-    "http_transport",
-    "read_token",
-    "server_text",
-    "shown_url",
     "uvicorn_options",
 ]

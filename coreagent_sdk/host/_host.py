@@ -142,40 +142,61 @@ class _Guard:
 class AgentHost:
     """Serves an agent on the attach wire as a core-agent daemon does; a hub with a `registry`.
 
-    ``tokens`` maps bearer tokens to identities; None is an open daemon that
-    accepts anonymous callers (and redacts nothing). With tokens, a caller sees
-    only its own sessions (an admin sees all). ``attach_token_env`` names the
-    environment variable holding one shared token every caller must present, as
-    a daemon started with ``--attach-token`` requires (read once, here; 401 with
-    ``realm="attach"`` before any other check; the card declares the bearer
-    scheme); it combines with ``tokens`` as the daemon's two layers do.
-    ``multi_session=False`` answers 501 to `POST /sessions`, as a daemon
-    without a session factory; every daemon has its startup session, `default`.
-    ``session_rate_limit`` limits `POST /sessions` per caller: on by default
-    with the daemon's defaults (burst 5, then 10 a minute), as on a daemon;
-    None turns it off.
-    ``session_idle_timeout`` evicts sessions idle that long from memory
-    (seconds; 0 disables): an evicted session stays listed as `idle` and the
-    next request resumes it from ``store``, a SQLite file (the file you name
-    keeps the sessions for a host started on it again; None is a private
-    temporary file, made on the first eviction and removed by `aclose()`).
-    ``refuse_foreign_reregistration`` makes a hub refuse (403) a
-    registration of a name another identity owns; a real hub does not.
-    ``description`` turns on the A2A discovery card at
-    `/.well-known/agent-card.json` (public, as a daemon serves it), listing
-    ``skills`` (name -> description) as the agent's skills.
-    ``stream_hook`` sees every event stream's frames and ``middleware`` wraps
-    the ASGI app (the simulator's faults use both). ``on_agent_error`` is
-    called with an exception the agent raised (not `Turn.error`), once its
-    turn-error (kind "unknown") is sent: the caller never sees the traceback,
-    so a host logs it there, and the simulator's ``raise_behavior_errors``
-    re-raises it in the test. ``runtimes`` (a `RuntimeCache`) gives each turn
-    the agent's runtime as `turn.runtime`, built on first use under
-    ``agent_id`` (default: ``name``) and leased for the turn, so the cache
-    never closes it mid-turn; `MultiAgentHost` serves many agents this way.
-    ``propagate_trace`` (on by default) lets a `call_peer` made inside a turn
-    send `traceparent`, so the callee's trace continues this one; a daemon's
-    does not, and False behaves as it does (docs/guides/tracing.md).
+    ``host.app`` is an ASGI app: `serve()` puts it on a socket (and joins a hub given
+    ``register_to``), or `coreagent_sdk.ASGITransport(host.app)` calls it in-process.
+
+    Args:
+        name: The agent's name: its card's name, and a simulated fleet's peer name.
+        behavior: The agent, an async function of a `Turn` (None: it echoes the prompt).
+        multi_session: False answers 501 to `POST /sessions`, as a daemon without a
+            session factory; every daemon has its startup session, `default`.
+        tokens: Bearer tokens to identities. None is an open daemon that accepts
+            anonymous callers (and redacts nothing); with tokens, a caller sees only its
+            own sessions (an admin sees all).
+        attach_token_env: The environment variable holding one shared token every caller
+            must present, as a daemon started with ``--attach-token`` requires (read once,
+            here; 401 with ``realm="attach"`` before any other check; the card declares the
+            bearer scheme); it combines with ``tokens`` as the daemon's two layers do.
+        registry: A `PeerRegistry` makes this host a hub (`/peers`).
+        clock: The clock of leases, rate limits and idle eviction (None: the system's).
+        app_name: The app every session belongs to (`/sessions/{app}/{sid}`).
+        model: The model name the capabilities and status frames report.
+        provider: The provider name the capabilities frame reports.
+        session_rate_limit: Limits `POST /sessions` per caller, on by default with the
+            daemon's defaults (burst 5, then 10 a minute); None turns it off.
+        session_idle_timeout: Seconds a session may sit idle before it is evicted from
+            memory (0: never); an evicted session stays listed as `idle` and the next
+            request resumes it from ``store``.
+        refuse_foreign_reregistration: A hub refuses (403) a registration of a name
+            another identity owns; a real hub does not.
+        description: Turns on the A2A discovery card at `/.well-known/agent-card.json`
+            (public, as a daemon serves it); "" serves no card.
+        skills: The card's skills, name to description.
+        register_to: The hub `serve()` joins (registers, heartbeats, deregisters).
+        endpoint: The URL the hub gives callers (None: where `serve()` listens).
+        labels: The labels the host registers with.
+        ttl: The lease `serve()` asks of the hub, in seconds (heartbeats at a third).
+        token_env: The environment variable holding the host's token (read when used).
+        directory: Where `turn.call_peer` looks peers up (None: the joined hub).
+        peer_transport: The transport of calls made inside turns (None: the network).
+        peer_tool: Makes the `CallPeer` of `turn.call_peer` (None: one over `directory`).
+        stream_hook: Sees every event stream's frames (the simulator's faults use it).
+        middleware: Wraps the ASGI app (the simulator's faults use it).
+        on_agent_error: Called with an exception the agent raised (not `Turn.error`)
+            once its turn-error (kind "unknown") is sent: the caller never sees the
+            traceback, so a host logs it there (the simulator's `raise_behavior_errors`
+            re-raises it in the test).
+        runtimes: A `RuntimeCache`: each turn gets the agent's runtime as
+            `turn.runtime`, built on first use under ``agent_id`` and leased for the
+            turn, so the cache never closes it mid-turn (`MultiAgentHost` serves many
+            agents this way).
+        agent_id: The agent's id in ``runtimes`` (None: ``name``).
+        store: Where sessions go when evicted: a SQLite file (the file you name keeps
+            the sessions for a host started on it again); None is a private temporary
+            file, made on the first eviction and removed by `aclose()`.
+        propagate_trace: A `call_peer` made inside a turn sends `traceparent`, so the
+            callee's trace continues this one; a daemon's does not, and False behaves
+            as it does (docs/guides/tracing.md).
 
     Attributes:
         name: The agent's name: its card's name, and a simulated fleet's peer name.

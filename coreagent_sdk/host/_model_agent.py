@@ -129,7 +129,7 @@ class ModelAgent:
 
     Args:
         model: Any `Model` (a `ScriptedModel`, an adapter, a recording).
-        persona: The system prompt (empty: "You are <agent name>.").
+        persona: The system prompt (empty: ``"You are {name}."``, the agent's name).
         tools: Python functions (or `Tool`s) every turn may call.
         skills: `Skill`s: their tools, and their secrets for those tools only.
         secrets: The secrets the skills draw from, by name (never shown).
