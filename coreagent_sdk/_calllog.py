@@ -183,7 +183,7 @@ class CallLog:
         """A pandas DataFrame, one row per call, oldest first (needs the ``jupyter`` extra).
 
         Columns: the record's fields, and what its turn did: ``model_rounds``,
-        ``tool_calls``, ``input_tokens``, ``output_tokens`` (<NA> for a turn no
+        ``tool_calls``, ``input_tokens``, ``output_tokens`` (`<NA>` for a turn no
         model drove), ``steps_dropped``.
         """
         return _frames.calls_frame(self.records())

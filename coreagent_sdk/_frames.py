@@ -5,7 +5,7 @@ here, by the call that builds a table, and its absence is an `ImportError`
 naming the extra that brings it (`jupyter`, hence `notebooks`). Tables are
 built from copies the records already are (frozen values), so a table never
 changes under a reader, and each column has one type whatever the rows hold
-(a missing number is NaN or <NA>, not a mix of None and ints).
+(a missing number is NaN or `<NA>`, not a mix of None and ints).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def frame(
     columns: Sequence[str],
     ints: frozenset[str] = _NULLABLE_INTS,
 ) -> Any:
-    """A DataFrame of `rows` with exactly `columns`, missing integers (`ints`) as <NA>."""
+    """A DataFrame of `rows` with exactly `columns`, missing integers (`ints`) as `<NA>`."""
     pd = pandas()
     table = pd.DataFrame(list(rows), columns=list(columns))
     for column in columns:

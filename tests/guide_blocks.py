@@ -16,26 +16,11 @@ import sys
 import traceback
 from typing import Any
 
-LOOPBACK = ("127.0.0.1", "::1", "localhost")
-
-
-def _loopback_only(event: str, args: tuple[Any, ...]) -> None:
-    if event == "socket.connect":
-        address = args[1]
-        host = address[0] if isinstance(address, tuple) else None
-    elif event == "socket.getaddrinfo":
-        host = args[0]
-    else:
-        return
-    if host is None:
-        return
-    host = host.decode() if isinstance(host, bytes) else str(host)
-    if host not in LOOPBACK:
-        raise OSError(f"guide block: refused to reach {host!r}: loopback only")
+from loopback_guard import install
 
 
 def main() -> None:
-    sys.addaudithook(_loopback_only)
+    install("guide block")  # beside this file: the script's own folder is on sys.path
     blocks = json.load(sys.stdin)
     namespace: dict[str, Any] = {"__name__": "__guide__"}
     loop = asyncio.new_event_loop()

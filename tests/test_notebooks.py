@@ -22,6 +22,7 @@ import pytest
 
 from .html_parse import Page
 from .kernels import own_kernel
+from .loopback_guard import LOOPBACK
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -32,31 +33,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("notebook-kernels")]
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 KERNEL = "coreagent-sdk-tests"
-LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 GUARD = f"""
 import sys as _sys
 
-_dialed = []
+_sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+from loopback_guard import install as _install
 
-
-def _loopback_only(event, args):
-    if event == "socket.connect":
-        address = args[1]
-        host = address[0] if isinstance(address, tuple) else None
-    elif event == "socket.getaddrinfo":
-        host = args[0]
-    else:
-        return
-    if host is None:
-        return  # a local (AF_UNIX) socket or a wildcard lookup
-    host = host.decode() if isinstance(host, bytes) else str(host)
-    _dialed.append(host)
-    if host not in {LOOPBACK!r}:
-        raise OSError(f"notebook test: refused to reach {{host!r}}: loopback only")
-
-
-_sys.addaudithook(_loopback_only)
+_sys.path.pop(0)
+_dialed = _install("notebook test")
 
 # What every open view shows at the end of each cell, read from what it shows (its log, cache
 # or fleet), not from the view: the truth each view's saved output is checked against.
