@@ -536,7 +536,7 @@ def test_the_quickstart_lists_every_extra_a_user_installs() -> None:
     quickstart = (ROOT / "docs" / "quickstart.md").read_text().split("## Installs", 1)[1]
     rows = set(re.findall(r"^\| `([\w-]+)` \|", quickstart, re.M))
     assert {"host", "openai", "anthropic"} <= rows
-    assert rows == set(extras)
+    assert rows == set(extras), "give each extra of pyproject.toml a row in the quickstart"
 
 
 def test_the_readmes_installs_say_which_command_works_from_a_checkout() -> None:
