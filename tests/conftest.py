@@ -15,7 +15,7 @@ from simulator import Fleet, ServedFleet
 from .canary import CANARY, CanaryWatch
 from .process_state import Snapshot
 
-pytest_plugins = ["pytester"]
+pytest_plugins = ["pytester", "tests.leftovers"]
 
 __all__ = ["CANARY", "Reach", "ReachFactory", "load_fixture"]
 
