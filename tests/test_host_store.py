@@ -318,21 +318,24 @@ async def test_the_store_keeps_the_newest_replay_window_events(tmp_path: Path) -
     assert seqs(replay) == logged[-REPLAY_WINDOW:]
 
 
-async def test_the_default_store_is_a_temporary_file_made_on_eviction_and_removed_on_close(
+async def test_the_default_store_is_a_temporary_file_made_on_first_write_and_removed_on_close(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Without `store=` the log is a private temporary file: none until a session or an
+    event is written (a host nobody called holds no file), removed by `aclose()`."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     clock = FakeClock()
     host = make(clock)
     async with client(host) as http:
+        assert (await listing(http)) == {"default": "active"}
+        assert files(tmp_path) == []  # nothing written: no file
         path = await new_session(http)
-        await one_turn(http, path)
-        await clock.until_sleeping()
-        assert files(tmp_path) == []  # nothing evicted: no file
-        await advance(clock, 2 * IDLE)
-        assert (await listing(http))[sid_of(path)] == "idle"
         made = files(tmp_path)
         assert made and all(name.startswith("coreagent-host-") for name in made)
+        await one_turn(http, path)
+        await clock.until_sleeping()
+        await advance(clock, 2 * IDLE)
+        assert (await listing(http))[sid_of(path)] == "idle"
     await host.aclose()
     assert files(tmp_path) == []
 
@@ -347,7 +350,7 @@ async def test_a_file_that_is_not_a_session_store_is_refused_with_the_fix(
     garbage = tmp_path / "notes.txt"
     garbage.write_bytes(b"these are my notes, not a database" * 100)
     host = AgentHost("agent", store=garbage)
-    with pytest.raises(ValueError, match=r"is not a session store .* name a new file"):
+    with pytest.raises(ValueError, match=r"is not a SQLite database; name a new file"):
         await host.open()
     await host.aclose()
     assert garbage.read_bytes().startswith(b"these are my notes")

@@ -16,6 +16,9 @@ port) join every agent to the hub, and the line printed is
 the environment variable NAME, as a daemon's `--attach-token=<ENVVAR>` does.
 The token itself is never an argument: a command line shows in `ps` and in
 shell history, so `--attach-token VALUE` is refused without repeating it.
+
+`--store-sync full` makes every write to the store survive a power cut, not
+only a killed process (the default, `normal`); see the host guide.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from ..errors import CoreAgentError
 from ._agents_host import MultiAgentHost
 from ._attach_auth import read_attach_token
 from ._host import DEFAULT_GRACE, DEFAULT_SESSION_IDLE_TIMEOUT, AgentHost
+from ._store import SYNCHRONOUS
 
 
 def _load(target: str) -> Any:
@@ -55,6 +59,12 @@ def _load(target: str) -> Any:
         ) from None
 
 
+_NO_STORE = (
+    "coreagent_sdk.host: --store-sync applies to a store file: name one with --store (a host "
+    "without one keeps a private temporary file, which syncs nothing)"
+)
+
+
 def build(args: argparse.Namespace) -> AgentHost | MultiAgentHost:
     """The host the command line describes."""
     target = _load(args.target)
@@ -66,6 +76,10 @@ def build(args: argparse.Namespace) -> AgentHost | MultiAgentHost:
                     f"{target.store.path!r}; drop --store, or store= in its module"
                 )
             target._use_store(args.store)
+        if args.store_sync != "normal":
+            if target.store.path is None:
+                raise SystemExit(_NO_STORE)
+            target.store.synchronous = args.store_sync  # read when the file opens
         if args.session_idle_timeout != DEFAULT_SESSION_IDLE_TIMEOUT:
             if "session_idle_timeout" in target.host_options:
                 raise SystemExit(
@@ -89,6 +103,8 @@ def build(args: argparse.Namespace) -> AgentHost | MultiAgentHost:
         "endpoint": args.endpoint,
     }
     configured = {**joined, "store": args.store, "attach_token_env": args.attach_token_env}
+    if args.store_sync != "normal":
+        configured["store_sync"] = args.store_sync
     if args.session_idle_timeout != DEFAULT_SESSION_IDLE_TIMEOUT:
         configured["session_idle_timeout"] = args.session_idle_timeout
     if isinstance(target, AgentHost):
@@ -104,12 +120,15 @@ def build(args: argparse.Namespace) -> AgentHost | MultiAgentHost:
             f"coreagent_sdk.host: {args.target!r} is {type(target).__name__}, neither an "
             "AgentHost nor an agent (an async function of a Turn)"
         )
+    if args.store_sync != "normal" and args.store is None:
+        raise SystemExit(_NO_STORE)
     name = args.name or args.target.partition(":")[2]
     return AgentHost(
         name,
         behavior=target,
         description=args.description or "",
         store=args.store,
+        store_sync=args.store_sync,
         session_idle_timeout=args.session_idle_timeout,
         attach_token_env=args.attach_token_env,
         **joined,
@@ -138,7 +157,8 @@ class _TokenOnCommandLine(argparse.Action):
         )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line's parser."""
     parser = argparse.ArgumentParser(
         prog="python -m coreagent_sdk.host",
         description="Serve an agent on the attach wire.",
@@ -166,6 +186,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--store", help="SQLite file of the sessions, kept for the next start (default: none)"
     )
     parser.add_argument(
+        "--store-sync",
+        choices=SYNCHRONOUS,
+        default="normal",
+        help="what each write to --store survives: normal, a killed process (the default); "
+        "full, a power cut too (a disk sync per write)",
+    )
+    parser.add_argument(
         "--session-idle-timeout",
         type=float,
         default=DEFAULT_SESSION_IDLE_TIMEOUT,
@@ -177,7 +204,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=DEFAULT_GRACE,
         help="seconds running turns get to finish on SIGTERM (at most 5, the default)",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     try:
         host = build(args)
     except CoreAgentError as exc:  # the token variable unset or unusable (never shown)

@@ -41,7 +41,7 @@ CALL_PEER_TOOL = "call_peer"  # the tool's name in the events a turn records
 
 
 class _Session(Protocol):
-    def publish_agent(self, event: AgentEvent) -> AgentFrame: ...
+    async def publish_agent(self, event: AgentEvent) -> AgentFrame: ...
 
     async def call_peer(self, peer: str, prompt: str) -> dict[str, Any]: ...
 
@@ -142,11 +142,9 @@ class Turn:
 
     async def emit(self, event: AgentEvent) -> AgentFrame:
         """Publish a ready-made ADK event as is (a replay's recorded events, for instance)."""
-        frame = self._session.publish_agent(event)
-        await asyncio.sleep(0)
-        return frame
+        return await self._session.publish_agent(event)
 
-    def _event(
+    async def _event(
         self,
         parts: Sequence[Part],
         *,
@@ -164,7 +162,8 @@ class Turn:
             invocation_id=self.invocation_id,
             author=self.agent if author is None else author,
         )
-        return self._session.publish_agent(event)
+        # Returns once the event is in the session's log and sent (see the host's store).
+        return await self._session.publish_agent(event)
 
     async def say(self, text: str, *, finish_reason: str = "") -> None:
         """The final model answer (non-partial text, no function call): ends the turn's text.
@@ -174,8 +173,7 @@ class Turn:
         """
         if self.tokens_in is None:  # no model reported usage: estimate it
             self.tokens_out += max(1, len(text) // 4)
-        self._event([Part(text=text)], finish_reason=finish_reason)
-        await asyncio.sleep(0)
+        await self._event([Part(text=text)], finish_reason=finish_reason)
 
     async def narrate(
         self, text: str, tool: str | None = None, args: dict[str, Any] | None = None
@@ -190,30 +188,26 @@ class Turn:
         parts = [Part(text=text)]
         if tool is not None:
             parts.append(Part(function_call=FunctionCall(name=tool, args=args or {})))
-        self._event(parts)
-        await asyncio.sleep(0)
+        await self._event(parts)
 
     async def chunk(self, text: str) -> None:
         """A streaming (partial) chunk; consumers skip these for the answer."""
-        self._event([Part(text=text)], partial=True)
-        await asyncio.sleep(0)
+        await self._event([Part(text=text)], partial=True)
 
     async def tool_call(
         self, name: str, args: dict[str, Any] | None = None, *, id: str | None = None
     ) -> None:
         """A `functionCall` part; `id` pairs it with its `tool_result` when calls overlap."""
-        self._event([Part(function_call=FunctionCall(name=name, args=args or {}, id=id))])
-        await asyncio.sleep(0)
+        await self._event([Part(function_call=FunctionCall(name=name, args=args or {}, id=id))])
 
     async def tool_result(
         self, name: str, response: dict[str, Any], *, id: str | None = None
     ) -> None:
         """A `functionResponse` part (role user, as ADK records tool results)."""
-        self._event(
+        await self._event(
             [Part(function_response=FunctionResponse(name=name, response=response, id=id))],
             role="user",
         )
-        await asyncio.sleep(0)
 
     async def call_peer(self, peer: str, prompt: str) -> dict[str, Any]:
         """Ask a peer, by name, as the model's `call_peer` tool call; returns its response.
@@ -241,7 +235,7 @@ class Turn:
         model's ids of the calls (minted when not given), pair each call with its response."""
         if ids is None or len(ids) != len(calls) or not all(ids):
             ids = [f"call-{uuid.uuid4().hex[:16]}" for _ in calls]
-        self._event(
+        await self._event(
             ([Part(text=text)] if text else [])
             + [
                 Part(
@@ -252,9 +246,8 @@ class Turn:
                 for (peer, prompt), call_id in zip(calls, ids, strict=True)
             ]
         )
-        await asyncio.sleep(0)
         responses = await self.ask_peers(calls)
-        self._event(
+        await self._event(
             [
                 Part(
                     function_response=FunctionResponse(
@@ -265,7 +258,6 @@ class Turn:
             ],
             role="user",
         )
-        await asyncio.sleep(0)
         return responses
 
     async def ask_peers(self, calls: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:

@@ -107,7 +107,9 @@ class MultiAgentHost:
     `app(name)` is the agent's ASGI app. ``store`` names the SQLite file
     holding every agent's sessions, keyed by agent (kept, so a host started
     on it again serves them; None is a private temporary file, made on the
-    first eviction and removed on close). Every other keyword (``tokens``,
+    first write and removed on close); ``store_sync`` is what each commit to
+    it survives: "normal" a killed process, "full" a power cut too (see
+    `AgentHost`). Every other keyword (``tokens``,
     ``model``, ``session_rate_limit``, ``on_agent_error``, ...) is handed to
     each agent's `AgentHost`.
 
@@ -143,6 +145,7 @@ class MultiAgentHost:
         peer_transport: httpx.AsyncBaseTransport | None = None,
         directory: Any = None,
         store: str | os.PathLike[str] | None = None,
+        store_sync: str = "normal",
         **host_options: Any,
     ) -> None:
         self._serving = False
@@ -162,7 +165,7 @@ class MultiAgentHost:
         self.ttl = ttl
         self.peer_transport = peer_transport
         self.host_options = host_options
-        self.store = StoreFile(store, window=REPLAY_WINDOW, shared=True)
+        self.store = StoreFile(store, window=REPLAY_WINDOW, shared=True, synchronous=store_sync)
         self.register_to: str | None = None
         self.token_env = token_env
         self.endpoint_host: str | None = None
@@ -311,7 +314,9 @@ class MultiAgentHost:
                 "MultiAgentHost: cannot change the store once agents answered requests; "
                 "name it before serve()"
             )
-        self.store = StoreFile(store, window=REPLAY_WINDOW, shared=True)
+        self.store = StoreFile(
+            store, window=REPLAY_WINDOW, shared=True, synchronous=self.store.synchronous
+        )
 
     def app(self, name: str) -> ASGIApp:
         """Agent `name`'s ASGI app, to serve yourself or call in-process (`ASGITransport`)."""

@@ -1,14 +1,18 @@
 """`GET .../events`: a session's event stream, as core-agent `pkg/attach/handlers.go` streams it.
 
 The capabilities frame first, then the session's status snapshot, its usage
-once it has run a turn, the replayed log past `?since=`, then live frames as
-the session publishes them.
+once it has run a turn, the replayed log past `?since=` (read from the host's
+store a page at a time, as the daemon's `replayThenTail` reads its event log),
+then live frames as the session publishes them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 from collections import deque
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from starlette.requests import Request
@@ -19,7 +23,8 @@ from ._gowire import parse_since
 from ._gowire import sse as encode_sse
 from ._protocol import negotiate_version
 from ._replies import _text
-from ._session import _CLOSE, _Subscriber
+from ._session import _CLOSE, _Session, _Subscriber
+from ._store_errors import STORE_ERRORS
 
 if TYPE_CHECKING:
     from ._host import AgentHost
@@ -27,6 +32,36 @@ if TYPE_CHECKING:
 __all__: list[str] = []
 
 _CHUNK_BYTES = 64 * 1024  # frames ready together are written together, up to this much
+_log = logging.getLogger("coreagent_sdk.host")
+
+
+class _ReplayFailed(Exception):
+    """A replay's store read failed: the stream ends, as the daemon detaches the subscriber."""
+
+
+async def _replay(
+    daemon: AgentHost, session: _Session, since: int, upto: int
+) -> AsyncIterator[list[bytes]]:
+    """A session's logged frames after `since` up to `upto`, read from the store in pages.
+
+    Pins core-agent `pkg/attach/broadcaster.go` `replayThenTail` (`Stream.Since`) after
+    `clampReplaySince`: the cursor is first raised to the session's newest
+    `REPLAY_WINDOW` events. A page is about 256 KiB (at least one event), so a replay
+    holds a page, not the log. A read that fails ends the stream (`_ReplayFailed`).
+    """
+    first = True
+    while since < upto:
+        try:
+            since, page = await daemon.store.page(session.session_id, since, upto, first)
+        except STORE_ERRORS as exc:
+            sid = session.session_id
+            _log.warning("AgentHost %r: replaying session %s failed: %r", daemon.name, sid, exc)
+            raise _ReplayFailed from exc
+        first = False
+        if not page:
+            return
+        since = page[-1][0]
+        yield [frame for _, frame in page]
 
 
 class _EventsEndpoint:
@@ -52,6 +87,9 @@ class _EventsEndpoint:
         given = request.query_params.getlist("since")
         since = parse_since(given[0] if given else None)
         subscriber = session.subscribe()
+        # Every event up to here is in the store and reaches this subscriber as replay; every
+        # later one is sent to its queue: nothing twice, nothing missed.
+        upto = session.seq
         queue = subscriber.queue
         watcher = asyncio.get_running_loop().create_task(self._watch_disconnect(receive, queue))
         hook = daemon.stream_hook
@@ -72,12 +110,22 @@ class _EventsEndpoint:
             opening = [daemon.capabilities_frame(request), daemon.status_frame(session)]
             if session.turns:
                 opening.append(encode_sse("usage-update", session.usage()))
-            opening.extend(data for seq, data in session.log if seq > since)
-            pending: deque[bytes | None] = deque(opening)
+            pages = _replay(daemon, session, since, upto)
             if hook is None:
-                await self._stream(pending, subscriber, send)
+                ahead = opening
+                async for page in pages:  # a page at a time: memory is a page, not the log
+                    await subscriber.send(send, b"".join(ahead + page))
+                    ahead = []
+                await self._stream(deque(ahead), subscriber, send)
                 return
+            pending: deque[bytes | None] = deque(opening)
+            replaying = True
             while True:
+                if not pending and replaying:
+                    page = await anext(pages, [])  # a page is never empty: [] is the end
+                    pending.extend(page)
+                    replaying = bool(page)
+                    continue
                 data = pending.popleft() if pending else await queue.get()
                 if data is _CLOSE:
                     break
@@ -89,6 +137,9 @@ class _EventsEndpoint:
                 if hook is not None and hook.end_after(sent):
                     break
             await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except _ReplayFailed:
+            with contextlib.suppress(OSError):
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
         except OSError:
             pass  # the client went away mid-write
         finally:

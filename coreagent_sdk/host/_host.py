@@ -72,10 +72,6 @@ from ._store_errors import STORE_ERRORS, _answer_unreadable, _StoreUnreadable, _
 
 __all__ = ["DEFAULT_GRACE", "DEFAULT_SESSION_IDLE_TIMEOUT", "AgentHost", "StreamHook"]
 
-# Seqs a host with a named store records as possibly sent ahead of its events, which are
-# written after each turn: a host killed mid-turn then restarts past every seq it sent, as
-# the daemon's event log (written as each event is appended) never numbers two events alike.
-_SEQ_RESERVE = 1024
 DEFAULT_SESSION_IDLE_TIMEOUT = 24 * 3600.0  # the daemon's session_idle_timeout
 """Seconds a session may sit idle before eviction, the daemon's default (24 h)."""
 _EVENT_TYPES = (
@@ -191,12 +187,17 @@ class AgentHost:
             turn, so the cache never closes it mid-turn (`MultiAgentHost` serves many
             agents this way).
         agent_id: The agent's id in ``runtimes`` (None: ``name``).
-        store: Where sessions go when evicted: a SQLite file (the file you name keeps
-            the sessions for a host started on it again); None is a private temporary
-            file, made on the first eviction and removed by `aclose()`.
+        store: The host's event log and its sessions, a SQLite file: every event is
+            written there before it is sent, a session answered 201 once its row is
+            (the file you name keeps them for a host started on it again, and this host
+            holds it alone until it closes); None is a private temporary file, made on
+            first use and removed by `aclose()`.
         propagate_trace: A `call_peer` made inside a turn sends `traceparent`, so the
             callee's trace continues this one; a daemon's does not, and False behaves
             as it does (docs/guides/tracing.md).
+        store_sync: What each commit to ``store`` survives: "normal" (the default) a
+            killed process, "full" a power cut too, for a disk sync per commit
+            (docs/guides/host.md).
 
     Attributes:
         name: The agent's name: its card's name, and a simulated fleet's peer name.
@@ -274,6 +275,7 @@ class AgentHost:
         agent_id: str | None = None,
         store: str | os.PathLike[str] | None = None,
         propagate_trace: bool = True,
+        store_sync: str = "normal",
     ) -> None:
         if (
             isinstance(session_idle_timeout, bool)
@@ -345,11 +347,9 @@ class AgentHost:
         self.sessions: dict[str, _Session] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
-        self._seqs = itertools.count(1)  # every session's event seqs, as one event log's
         self._listings: dict[tuple[str, tuple[tuple[str, str], ...]], bytes] = {}
         self._listing_version = -1
-        self.store = SessionStore(store, window=REPLAY_WINDOW)
-        self._seq_reserved = 0  # seqs the store records as possibly sent (0: none, temporary)
+        self.store = SessionStore(store, window=REPLAY_WINDOW, synchronous=store_sync)
         self._opening: asyncio.Task[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._sweep_anchor = self.clock.now()
@@ -527,9 +527,10 @@ class AgentHost:
         if sid in self.sessions or not self.store.opened:
             return self.find_session(request, action)
         try:
-            row = await self.store.get(sid)
+            found = await self.store.get(sid)
         except STORE_ERRORS as exc:
             raise _unreadable(self.name, sid, exc) from exc
+        row, newest = found if found is not None else (None, 0)
         # The shortcut form names no app: it resumes a session of the host's own app only,
         # as `LookupSingle` resumes under the daemon's one app (`resumerDefaultApp`).
         app = request.path_params.get("app", self.app_name)
@@ -540,7 +541,7 @@ class AgentHost:
             return None
         flight = self._resuming.get(sid)
         if flight is None:
-            flight = asyncio.get_running_loop().create_task(self._resume(row))
+            flight = asyncio.get_running_loop().create_task(self._resume(row, newest))
             self._resuming[sid] = flight
             flight.add_done_callback(lambda _: self._resuming.pop(sid, None))
         try:
@@ -549,17 +550,16 @@ class AgentHost:
             raise _unreadable(self.name, sid, exc) from exc
         return self.find_session(request, action)
 
-    async def _resume(self, row: StoredSession) -> None:
-        events = await self.store.events(row.session_id)
+    async def _resume(self, row: StoredSession, newest: int) -> None:
         if row.session_id in self.sessions:  # resumed meanwhile, or created again
             return
         session = _Session(self, row.app, row.session_id, row.user)
-        self._restore(session, row, events)
+        self._restore(session, row, newest)
         self.sessions[row.session_id] = session
         self._sweep_soon()
 
     @staticmethod
-    def _restore(session: _Session, row: StoredSession, events: list[tuple[int, bytes]]) -> None:
+    def _restore(session: _Session, row: StoredSession, newest: int) -> None:
         session.viewers, session.contributors = row.viewers, row.contributors
         session.created_at = row.created_at
         session.tokens_in, session.tokens_out, session.turns = (
@@ -567,8 +567,7 @@ class AgentHost:
             row.tokens_out,
             row.turns,
         )
-        session.log.extend(events)
-        session.seq = session.saved_seq = events[-1][0] if events else 0
+        session.seq = newest  # its events stay in the store; a replay reads them there
 
     def sweep(self) -> list[str]:
         """Evict the sessions idle past `session_idle_timeout` to the store; their ids.
@@ -596,7 +595,6 @@ class AgentHost:
             session.drop_streams()
             session.inbox.clear()
             session.save()
-            session.log.clear()
         return gone
 
     def _ready(self) -> bool:
@@ -638,27 +636,17 @@ class AgentHost:
                 _cancel_anywhere(sweeper)
             self._sweeper = loop.create_task(self._sweep_forever())
 
-    def _reserve_seqs(self, seq: int) -> None:
-        """Keep the store's reservation of sent seqs well ahead of `seq` (named stores)."""
-        if self._seq_reserved and seq > self._seq_reserved - _SEQ_RESERVE // 2:
-            # Extended half a block early, so the write is done long before it is needed.
-            self._seq_reserved = seq + _SEQ_RESERVE
-            self.store.reserve(self._seq_reserved)
-
     async def _open(self) -> None:
         if self.store.temporary:
             return
-        last_seq, last_id = await self.store.open()
-        # Counting on from the store, never back from where this host already is.
-        first = max(next(self._seqs), last_seq + 1)
-        self._seqs = itertools.count(first)
-        self._seq_reserved = first + _SEQ_RESERVE
-        await asyncio.wrap_future(self.store.reserve(self._seq_reserved))
+        last_id = await self.store.open()
+        # Counting on from the store, never back from where this host already is (event
+        # seqs come from the store itself, as each event is written).
         self._ids = itertools.count(max(next(self._ids), last_id + 1))
         startup = self.sessions[STARTUP_SESSION]
-        row = await self.store.get(STARTUP_SESSION)
-        if row is not None and not startup.log and not startup.turns:
-            self._restore(startup, row, await self.store.events(STARTUP_SESSION))
+        found = await self.store.get(STARTUP_SESSION)
+        if found is not None and not startup.seq and not startup.turns:
+            self._restore(startup, *found)
 
     async def _sweep_forever(self) -> None:
         """Sweep every `sweep_period()` on the host's clock, as the daemon's `SweepIdle` ticks.
@@ -774,8 +762,5 @@ class AgentHost:
         if not self.store.temporary and self.store.opened:
             for session in self.sessions.values():
                 session.save()  # usage and last touch as they are now, for the next start
-            if self._seq_reserved:
-                self.store.release(next(self._seqs) - 1)  # closed cleanly: no gap next time
-                self._seq_reserved = 0
         await self.store.aclose()
         self._opening = None

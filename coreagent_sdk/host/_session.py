@@ -1,9 +1,11 @@
-"""A session of the host and its fan-out: its log, its subscribers, its inbox and its turns.
+"""A session of the host and its fan-out: its subscribers, its inbox and its turns.
 
 As core-agent's session and `pkg/attach/broadcaster.go`: every event is
-numbered, kept in the newest `REPLAY_WINDOW`, and queued to each event-stream
-subscriber, and a subscriber that falls `SUBSCRIBER_QUEUE_LIMIT` frames behind
-while its client is not reading is dropped.
+written to the host's store (its event log), which numbers it, and only then
+queued to each event-stream subscriber; a subscriber that falls
+`SUBSCRIBER_QUEUE_LIMIT` frames behind while its client is not reading is
+dropped. The session keeps no log of its own: a replay reads the store, so a
+session in memory holds only the frames its subscribers have not been sent.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import logging
 import secrets
 import time
 import uuid
-from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from starlette.types import Send
@@ -22,20 +23,21 @@ from .._hops import entering as delegation_hop
 from .._scrub import server_text
 from .._wire import AgentEvent, AgentFrame, Content, Part
 from ._agents import Turn, TurnAbandoned, TurnFailed, add_tokens
+from ._gowire import go_json
 from ._gowire import sse as encode_sse
 from ._inbox import INBOX_CAP, inbox_block
 from ._registry import rfc3339
 from ._runtimes import run_turn
 from ._spans import inject_span_context, turn_span
-from ._store import StoredSession
+from ._store import StoredSession, StoreWriteError
 
 if TYPE_CHECKING:
     from ._host import AgentHost
 
-__all__ = ["REPLAY_WINDOW", "STARTUP_SESSION", "SUBSCRIBER_QUEUE_LIMIT"]
+__all__ = ["REPLAY_WINDOW", "STARTUP_SESSION", "SUBSCRIBER_QUEUE_LIMIT", "EventNotStored"]
 
 REPLAY_WINDOW = 5_000  # the daemon's maxReplayEvents: newest events a session keeps
-"""The newest events a session keeps and replays (the daemon's maxReplayEvents)."""
+"""The newest events of a session a replay sends, and the store keeps (maxReplayEvents)."""
 STARTUP_SESSION = "default"  # the session a daemon starts with; it cannot be deleted
 """The session every daemon starts with; it is never evicted or deleted."""
 _log = logging.getLogger("coreagent_sdk.host")
@@ -53,6 +55,10 @@ publishes a burst without yielding must not cut a reader that is keeping up.
 """
 _CLOSE = None  # queued to a subscriber: end its stream
 TURN_ERROR_MESSAGE_LIMIT = 500  # characters of a raising behaviour's repr a turn-error quotes
+
+
+class EventNotStored(Exception):
+    """An event the store could not write: the turn that made it fails, nothing is sent."""
 
 
 class _Subscriber:
@@ -80,18 +86,18 @@ class _Session:
         self.app = app
         self.session_id = session_id
         self.user = user
-        self.seq = 0  # the last seq this session logged (seqs come from the host's counter)
+        # The newest seq sent to this session's subscribers: every event up to it is in the
+        # store (a frame leaves after its commit), so a replay reads the store up to here and
+        # a subscriber's queue holds what came after.
+        self.seq = 0
         self.viewers: tuple[str, ...] = ()  # the ACL a creator may stamp (createSession)
         self.contributors: tuple[str, ...] = ()
-        # Only the newest REPLAY_WINDOW events are kept: a daemon replays no more.
-        self.log: deque[tuple[int, bytes]] = deque(maxlen=REPLAY_WINDOW)
         self.subscribers: set[_Subscriber] = set()
         self.inject_spans: dict[str, Any] = {}  # queued entry id -> its inject's span context
         self.inbox: list[tuple[str, str]] = []
         self.worker: asyncio.Task[None] | None = None
         self.busy = False
         self.last_touched = self.created_at = daemon.clock.now()
-        self.saved_seq = 0  # the newest seq in the host's store
         self.tokens_in = 0
         self.tokens_out = 0
         self.turns = 0
@@ -116,16 +122,24 @@ class _Session:
     def publish(self, event: str, payload: dict[str, Any]) -> None:
         self._fanout(encode_sse(event, payload))
 
-    def publish_agent(self, event: AgentEvent) -> AgentFrame:
-        # One counter across the host, as the daemon's event log numbers every session's
-        # events: a session's seqs increase but neither start at 1 nor run contiguously.
-        self.seq = next(self.daemon._seqs)
-        self.daemon._reserve_seqs(self.seq)
-        frame = AgentFrame(seq=self.seq, event=event)
-        data = encode_sse("agent", frame.to_dict())
-        self.log.append((self.seq, data))
-        self._fanout(data)
-        return frame
+    async def publish_agent(self, event: AgentEvent) -> AgentFrame:
+        """Log `event` in the store, then send it: its seq is the key of its written row.
+
+        One counter across the host, as the daemon's event log numbers every session's
+        events (`gormStream.Append`): a session's seqs increase but neither start at 1 nor
+        run contiguously. A write that fails raises `EventNotStored`: nothing is sent.
+        """
+        payload = go_json(event.to_dict()).encode()
+        try:
+            seq, _ = await self.daemon.store.append(self.session_id, payload, self._committed)
+        except StoreWriteError as exc:
+            raise EventNotStored(f"eventlog: insert overlay row: {exc}") from None
+        return AgentFrame(seq=seq, event=event)
+
+    def _committed(self, logged: tuple[int, bytes]) -> None:
+        # Called on commit, in commit order: the frame leaves only now.
+        self.seq, frame = logged
+        self._fanout(frame)
 
     async def call_peer(self, peer: str, prompt: str) -> dict[str, Any]:
         return await self.daemon.call_peer(peer, prompt)
@@ -190,7 +204,7 @@ class _Session:
                 self.busy = False
                 self.touch()
                 if not self.daemon.store.temporary:
-                    self.save()  # a named store is written as turns end: it outlives the host
+                    self.save()  # usage as turns end: a named store outlives the host
 
     async def _turn(self, drained: list[tuple[str, str]]) -> None:
         started = time.perf_counter()
@@ -206,15 +220,21 @@ class _Session:
         model = self.daemon.model
         self.publish("status-update", {"model": model, "turn_state": "streaming"})
         invocation = f"inv-{secrets.token_hex(4)}"
-        self.publish_agent(
-            AgentEvent(
-                content=Content(role="user", parts=(Part(text=framed),)),
-                id=f"u-{uuid.uuid4()}",
-                timestamp=rfc3339(time.time()),
-                invocation_id=invocation,
-                author="user",
+        try:
+            # Written before the turn runs: a turn whose ask is not in the log never starts.
+            await self.publish_agent(
+                AgentEvent(
+                    content=Content(role="user", parts=(Part(text=framed),)),
+                    id=f"u-{uuid.uuid4()}",
+                    timestamp=rfc3339(time.time()),
+                    invocation_id=invocation,
+                    author="user",
+                )
             )
-        )
+        except EventNotStored as exc:
+            self._not_stored(exc)
+            self.publish("status-update", {"turn_state": "idle"})
+            return
         turn = Turn(
             self,
             agent=self.daemon.name,
@@ -255,6 +275,10 @@ class _Session:
                 return None
             except TurnAbandoned:
                 return None
+            except EventNotStored as exc:
+                span.fail("EventNotStored", str(exc))
+                self._not_stored(exc)
+                return None
             except Exception as exc:  # a behaviour bug is the peer's turn error, as on a daemon
                 # Scrubbed and bounded: an exception's repr may quote a whole frame, a
                 # model's text, or a secret a tool was handed.
@@ -293,6 +317,10 @@ class _Session:
             "model": self.daemon.model,
         }
 
+    def _not_stored(self, exc: EventNotStored) -> None:
+        """The turn fails as a daemon's does when its event log refuses an Append."""
+        self.publish("turn-error", {"kind": "unknown", "message": str(exc), "retryable": False})
+
     def usage(self) -> dict[str, Any]:
         return {
             "tokens_in_total": self.tokens_in,
@@ -301,10 +329,9 @@ class _Session:
             "turns_total": self.turns,
         }
 
-    def save(self) -> None:
-        """Write this session's row and its events not yet stored (off the loop, in order)."""
-        unsaved = [(seq, data) for seq, data in self.log if seq > self.saved_seq]
-        self.daemon.store.put(
+    def save(self) -> asyncio.Future[None]:
+        """Write this session's row (in order with its events); awaited, it is committed."""
+        return self.daemon.store.put(
             StoredSession(
                 app=self.app,
                 session_id=self.session_id,
@@ -316,10 +343,8 @@ class _Session:
                 tokens_in=self.tokens_in,
                 tokens_out=self.tokens_out,
                 turns=self.turns,
-            ),
-            unsaved,
+            )
         )
-        self.saved_seq = self.seq
 
     async def close(self) -> None:
         """Free the session: stop its turn and end its streams."""
@@ -330,7 +355,6 @@ class _Session:
         if worker is not None and not worker.done():
             worker.cancel()
             await asyncio.gather(worker, return_exceptions=True)
-        self.log.clear()
 
     def row(self) -> dict[str, Any]:
         return _listed(self.app, self.user, self.session_id, "active", self.last_touched)

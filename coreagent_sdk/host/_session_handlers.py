@@ -18,6 +18,7 @@ from ._gowire import decode_into, json_response, read_json
 from ._registry import ANONYMOUS, Identity
 from ._replies import _q, _text, content_length, json_body, read_capped
 from ._session import STARTUP_SESSION, _listed, _Session
+from ._store import StoreWriteError
 from ._store_errors import STORE_ERRORS
 
 if TYPE_CHECKING:
@@ -62,10 +63,15 @@ async def create_session(host: AgentHost, request: Request) -> Response:
     if isinstance(acl, Response):
         return acl
     sid = f"s-{next(host._ids):04d}{secrets.token_hex(3)}"
-    session = host.sessions[sid] = _Session(host, host.app_name, sid, who.name)
+    session = _Session(host, host.app_name, sid, who.name)
     session.viewers, session.contributors = acl
-    if not host.store.temporary:
-        session.save()  # the row is written at creation, as `registerWithACL` persists it
+    try:
+        # Answered once its row is written, as `registerWithACL` persists it first (and
+        # rolls the session back when it cannot).
+        await session.save()
+    except StoreWriteError as exc:
+        return _text(500, f"create session: register: attach: persist session ACL: {exc}")
+    host.sessions[sid] = session
     host._sweep_soon()
     authority = request.headers.get("host")
     path = f"/sessions/{host.app_name}/{sid}"
@@ -208,7 +214,10 @@ async def delete_session(host: AgentHost, request: Request) -> Response:
         return _text(403, "the daemon's startup session cannot be deleted")
     host.sessions.pop(session.session_id, None)
     await session.close()
-    host.store.delete(session.session_id)  # `HardDelete`: it cannot be resumed
+    try:
+        await host.store.delete(session.session_id)  # `HardDelete`: it cannot be resumed
+    except StoreWriteError as exc:
+        return _text(500, f"delete session: {exc}")  # still stored: a retry resumes it
     return Response(status_code=204)
 
 

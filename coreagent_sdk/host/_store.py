@@ -1,17 +1,53 @@
-"""The host's session store: SQLite on one worker thread, so the event loop never waits on disk.
+"""The host's session store: its event log, as a daemon's `pkg/eventlog` is its own.
 
-A daemon keeps its sessions in its event log's database and only their live
-half in memory (core-agent `pkg/attach/session_acl_store.go`, the eventlog):
-idle eviction frees memory, the row and the log stay, and the next request
-resumes the session from them. This store holds, per session, what a resume
-needs: who owns it and who else may see it, its usage totals, its last touch,
-and the newest `window` event frames (the rest is never replayed, so it is
-not kept either).
+What is durable when (the contract every caller of this module relies on):
 
-Every call runs on the store's single worker thread, in the order it was
-made: a read made after a write sees it, with nothing awaited in between.
-A store made without a path is a private temporary file, created on first
-use and removed on close.
+- **An event exists once its row is committed, and not before.** `append`
+  gives an event its seq inside the transaction that writes its row (one
+  past the agent's newest, read from the file when the host opens it and
+  advanced only by a commit, as the daemon's `gormStream.Append` takes the
+  autoincrement key of the row it inserted). The caller learns the seq, and
+  may send the frame, only once the commit returned: no frame leaves before
+  its commit, and a failed write consumes no seq. Seqs are never reused: a
+  delete records the agent's newest seq first, and an insert that meets an
+  existing seq fails instead of replacing it.
+- **Group commit.** Writes made in one turn of the event loop (every busy
+  session appending at once) share one transaction, committed on the loop
+  at the end of that turn; each caller waits for the commit that holds its
+  own write. Opening the file and checkpointing its write-ahead log run on a
+  worker thread.
+- **A session exists once its row is committed.** The host answers
+  `POST /sessions` 201 after `put` returned, as `registerWithACL` persists
+  the ACL row before answering. Usage totals and the last touch are written
+  as turns end and at eviction without being waited for: after a kill they
+  may lag by the last turn, never the events.
+- **Which crash the commit survives** is the operator's choice
+  (``synchronous``): ``"normal"`` (the default; SQLite WAL with
+  `synchronous=NORMAL`) survives the process being killed at any moment,
+  but a power cut or an OS crash may lose the last commits (never the
+  file); ``"full"`` syncs the log to disk at every commit and survives
+  both, for more time per commit. A private temporary store (no path) is
+  removed on close, so it syncs nothing.
+- **One host per file.** Opening a named file takes an exclusive lock on
+  it (`flock`) held until close; a second host, in this process or
+  another, is refused with the holder's process id, host and command line
+  (as the daemon's `AcquireLock` names its holder). The kernel drops the
+  lock of a killed process, so a restart is never blocked by it.
+- **A failed write fails loudly and leaves no trace.** The transaction is
+  rolled back, every caller of that commit gets `StoreWriteError` (in
+  SQLite's words), the cause is logged once per outage (and the recovery
+  once), and the next write tries again: when the disk has room again,
+  writes go on. A store file deleted or replaced under the host is noticed
+  at the next write, which fails instead of writing into the void.
+- **Startup says what is wrong in one line.** A file that cannot be served
+  (missing directory, unreadable, read-only or immutable, corrupted, not a
+  SQLite database, a newer schema, another kind of host's file, in use) is
+  `StoreOpenError`, a `ValueError` whose message names the file and the fix.
+
+Reads (a resume's row, a replay's pages) run on the same thread in order, so
+a read made after a write sees it. The test seam at the write layer is
+`StoreFile.write_fault`: called inside every write transaction before it
+commits, what it raises fails that commit as a full disk would.
 """
 
 from __future__ import annotations
@@ -19,19 +55,37 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import datetime
 import json
 import logging
 import os
 import re
+import socket
 import sqlite3
+import sys
 import tempfile
+import threading
 import weakref
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import attrs
 
-__all__ = ["MIN_SWEEP_PERIOD", "SessionStore", "StoreFile", "StoredSession", "sweep_period"]
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: no lock, as before
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = [
+    "MIN_SWEEP_PERIOD",
+    "SYNCHRONOUS",
+    "SessionStore",
+    "StoreFile",
+    "StoreOpenError",
+    "StoreWriteError",
+    "StoredSession",
+    "sweep_period",
+]
 
 _log = logging.getLogger("coreagent_sdk.host")
 _T = TypeVar("_T")
@@ -68,6 +122,9 @@ CREATE TABLE IF NOT EXISTS counters (
     PRIMARY KEY (agent, name)
 );
 """
+# Who holds the file (one row), read by a host the lock refuses so it can name the holder.
+# Added to version 2 files as they are opened: a version 2 reader ignores it.
+_HOLDER = "CREATE TABLE IF NOT EXISTS holder (one INTEGER PRIMARY KEY, process TEXT NOT NULL)"
 _SESSION_COLUMNS = (
     "session_id, app, user, viewers, contributors, created_at, last_touched, tokens_in, "
     "tokens_out, turns"
@@ -90,6 +147,10 @@ DROP TABLE events_v1;
 DROP TABLE counters_v1;
 """
 _SESSION_NUMBER = re.compile(r"s-(\d{1,18})[0-9a-f]{6}")  # s-<counter><6 hex>
+SYNCHRONOUS = ("normal", "full")
+"""What a named store may sync at each commit (`synchronous=`): see the module's contract."""
+_REPLAY_PAGE_BYTES = 256 * 1024  # one replay read: at least one event, at most about this
+_TRIM_EVERY = 500  # events a session may gain past the window before its oldest go
 
 MIN_SWEEP_PERIOD = 60.0
 """The shortest interval between idle sweeps, as the daemon floors its ticker (1 min)."""
@@ -102,6 +163,18 @@ def sweep_period(idle_timeout: float) -> float:
     `tick := idleAfter / 4`, floored to `time.Minute`.
     """
     return max(idle_timeout / 4, MIN_SWEEP_PERIOD)
+
+
+class StoreOpenError(ValueError):
+    """The store file cannot be served; the message names the file and the fix."""
+
+
+class StoreWriteError(Exception):
+    """A write to the store failed (rolled back: nothing of it is stored, no seq is used).
+
+    Its message is SQLite's (or the file check's) own words, such as
+    ``database or disk is full``; the host answers 500 or fails the turn with it.
+    """
 
 
 @attrs.frozen
@@ -137,54 +210,177 @@ def _row(values: Sequence[object]) -> StoredSession:
 
 
 _SELECT_ROW = f"SELECT {_SESSION_COLUMNS} FROM sessions"
+_UPSERT_ROW = (
+    f"INSERT INTO sessions (agent, {_SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (agent, session_id) DO UPDATE SET viewers=excluded.viewers, "
+    "contributors=excluded.contributors, last_touched=excluded.last_touched, "
+    "tokens_in=excluded.tokens_in, tokens_out=excluded.tokens_out, turns=excluded.turns"
+)
+
+
+def agent_frame(seq: int, event_json: bytes) -> bytes:
+    """The `agent` SSE frame of an event, byte for byte what encoding {seq, event} gives."""
+    return b'event: agent\ndata: {"seq":%d,"event":%b}\n\n' % (seq, event_json)
+
+
+@attrs.frozen
+class _Event:
+    agent: str
+    session_id: str
+    event_json: bytes
+
+
+@attrs.frozen
+class _Put:
+    agent: str
+    row: StoredSession
+
+
+@attrs.frozen
+class _Delete:
+    agent: str
+    session_id: str
+
+
+_Write = _Event | _Put | _Delete
+
+
+def _holder() -> str:
+    """This process as a refused host's message names it: pid, host, command line (bounded)."""
+    command = " ".join([os.path.basename(sys.executable), *sys.argv])
+    if len(command) > 120:
+        command = command[:117] + "..."
+    since = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"process {os.getpid()} on {socket.gethostname()} ({command}), since {since}"
 
 
 class _Db:
     """The connection and every statement; used on the worker thread only."""
 
-    def __init__(self, path: str | None, window: int, shared: bool) -> None:
+    def __init__(self, path: str | None, window: int, shared: bool, synchronous: str) -> None:
         self.window = window
         self.temporary = path is None
+        self.kind = "MultiAgentHost" if shared else "AgentHost"
+        self.lock_fd: int | None = None
         if path is None:
             fd, path = tempfile.mkstemp(prefix="coreagent-host-", suffix=".sqlite3")
             os.close(fd)
+        self.path = path
+        self.seqs: dict[str, int] = {}  # each agent's last committed seq, read on first use
+        self.unpruned: dict[tuple[str, str], int] = {}  # events added since a session's trim
+        self.identity: tuple[int, int] | None = None  # the file's (device, inode) when opened
+        self.checkpointer: sqlite3.Connection | None = None  # the worker's own connection
+        if not self.temporary:
+            self._lock()
+        try:
+            # check_same_thread=False only so a finalizer may close it; statements stay on
+            # the worker thread.
+            self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            self._unlock()
+            raise self._refused(exc) from None
+        try:
+            self._migrate(synchronous)
+            self._check_owner(shared)
+            if not self.temporary:
+                self.conn.execute("INSERT OR REPLACE INTO holder VALUES (1, ?)", (_holder(),))
+                stat = os.stat(path)
+                self.identity = (stat.st_dev, stat.st_ino)
+        except (sqlite3.Error, OSError) as exc:
+            self.close()
+            raise self._refused(exc) from None
+        except ValueError:
+            self.close()
+            raise
+
+    # --- opening ----------------------------------------------------------
+
+    def _refused(self, exc: BaseException) -> StoreOpenError:
+        """One line naming the file, what is wrong with it, and the fix."""
+        path, text = self.path, str(exc)
+        if isinstance(exc, PermissionError) or "readonly" in text or "read-only" in text:
+            why = f"cannot be written ({text})"
+            fix = "make it (and its directory) writable by this user, or name another file"
+        elif "not a database" in text:
+            why = "is not a SQLite database"
+            fix = "name a new file, or the file an AgentHost (or MultiAgentHost) wrote before"
+        elif "malformed" in text or "corrupt" in text:
+            why = f"is corrupted ({text})"
+            fix = "restore it from a backup, or move it aside and start on a new file"
+        elif "disk is full" in text or (isinstance(exc, OSError) and exc.errno == 28):
+            why = f"cannot be written ({text})"
+            fix = "free space on its disk, or name a file on another one"
+        elif "unable to open" in text:
+            why = f"cannot be opened ({text})"
+            fix = "check that it is a file this user may read and write, or name another"
         else:
+            why = f"is not a session store ({text})"
+            fix = "name a new file, or the file an AgentHost (or MultiAgentHost) wrote before"
+        return StoreOpenError(f"{self.kind}: store {path!r} {why}; {fix}")
+
+    def _lock(self) -> None:
+        """Create the file (owner-only) if need be and take its lock, or say who holds it."""
+        path = self.path
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise StoreOpenError(
+                f"{self.kind}: store {path!r} cannot be made: its directory {folder!r} does "
+                "not exist; create it, or name a file in an existing directory"
+            )
+        if os.path.isdir(path):
+            raise StoreOpenError(
+                f"{self.kind}: store {path!r} is a directory; name a file (such as "
+                f"{os.path.join(path, 'sessions.sqlite3')!r})"
+            )
+        try:
             # Owner-only, as mkstemp makes the temporary one: the file names who may see which
             # session and holds what they said (SQLite gives its -wal and -shm the same mode).
             with contextlib.suppress(FileExistsError):
                 os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        self.path = path
-        # check_same_thread=False only so a finalizer may close it; statements stay on
-        # the worker thread.
-        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        try:
-            self._migrate()
-            self._check_owner(shared)
-        except sqlite3.DatabaseError as exc:
-            self.conn.close()
-            raise ValueError(
-                f"AgentHost: store {path!r} is not a session store ({exc}); name a new file, "
-                "or the file an AgentHost (or MultiAgentHost) wrote before"
-            ) from exc
-        except ValueError:
-            self.conn.close()
-            raise
+            fd = os.open(path, os.O_RDWR)
+        except OSError as exc:
+            raise self._refused(exc) from None
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise StoreOpenError(
+                    f"{self.kind}: store {path!r} is in use by another host "
+                    f"({_held_by(path)}); stop that host first, or give this one a file of "
+                    "its own"
+                ) from None
+        self.lock_fd = fd
 
-    def _migrate(self) -> None:
+    def _unlock(self) -> None:
+        fd, self.lock_fd = self.lock_fd, None
+        if fd is not None:
+            os.close(fd)  # closing the descriptor releases the flock
+
+    def _migrate(self, synchronous: str) -> None:
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
         if version not in (0, 1, _SCHEMA_VERSION):
-            raise sqlite3.DatabaseError(
-                f"schema {version}; this host reads 1 and {_SCHEMA_VERSION}: a newer "
-                "coreagent-sdk wrote it, serve it with that version"
+            raise StoreOpenError(
+                f"{self.kind}: store {self.path!r} has schema {version}; this host reads 1 "
+                f"and {_SCHEMA_VERSION}: a newer coreagent-sdk wrote it, serve it with that "
+                "version"
             )
         if version == 0:
             tables = self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
             if tables:
-                raise sqlite3.DatabaseError("it holds tables of something else")
+                raise StoreOpenError(
+                    f"{self.kind}: store {self.path!r} is not a session store (it holds tables "
+                    "of something else); name a new file, or the file an AgentHost (or "
+                    "MultiAgentHost) wrote before"
+                )
         self.conn.execute("PRAGMA journal_mode=WAL")
-        # NORMAL in WAL mode: a crash loses at most the last commits, never the file.
-        self.conn.execute("PRAGMA synchronous=NORMAL")
+        # See the module's contract: NORMAL survives a killed process, FULL a power cut too.
+        sync = "OFF" if self.temporary else synchronous.upper()
+        self.conn.execute(f"PRAGMA synchronous={sync}")
+        # Checkpoints run on the worker thread (`checkpoint`), never inside a commit on the loop.
+        self.conn.execute("PRAGMA wal_autocheckpoint=0")
         if version == _SCHEMA_VERSION:
+            self.conn.execute(_HOLDER)
             return
         # One transaction, the version checked again inside it: two hosts starting on one
         # old file at once migrate it once, and a failure leaves it as it was.
@@ -197,9 +393,10 @@ class _Db:
                     if statement.strip():
                         self.conn.execute(statement)
                 self.conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+            self.conn.execute(_HOLDER)
             self.conn.execute("COMMIT")
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            self._rollback()
             raise
 
     def _check_owner(self, shared: bool) -> None:
@@ -210,18 +407,82 @@ class _Db:
         if found is None:
             return
         if shared:
-            raise ValueError(
+            raise StoreOpenError(
                 f"MultiAgentHost: store {self.path!r} holds an AgentHost's sessions; serve it "
                 "with an AgentHost, or give the MultiAgentHost a file of its own"
             )
-        raise ValueError(
+        raise StoreOpenError(
             f"AgentHost: store {self.path!r} holds the sessions of a MultiAgentHost's agents "
             f"(such as {found[0]!r}); serve it with that MultiAgentHost, or give the "
             "AgentHost a file of its own"
         )
 
-    def counters(self, agent: str) -> tuple[int, int]:
-        """The last event seq and session number `agent` used, so a restarted host counts on."""
+    # --- writes -----------------------------------------------------------
+
+    def _rollback(self) -> None:
+        # SQLite rolls a transaction back by itself on some errors (a full disk at COMMIT):
+        # a second ROLLBACK would raise "no transaction is active" over the real cause.
+        if self.conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("ROLLBACK")
+
+    def _check_file(self) -> None:
+        """Fail the write if the file was deleted or replaced under the host."""
+        if self.identity is None:
+            return
+        try:
+            stat = os.stat(self.path)
+        except OSError as exc:
+            raise StoreWriteError(
+                f"the store file {self.path!r} is gone ({exc.strerror}); restart the host "
+                "on a file it can keep"
+            ) from None
+        if (stat.st_dev, stat.st_ino) != self.identity:
+            raise StoreWriteError(
+                f"the store file {self.path!r} was replaced by another file; restart the host on it"
+            )
+
+    def write(self, batch: Sequence[_Write], fault: Callable[[], None] | None) -> list[Any]:
+        """Apply `batch` in one transaction: each write's result, or the error of them all."""
+        self._check_file()
+        conn = self.conn
+        seqs = dict(self.seqs)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            results = [self._apply(w, seqs) for w in batch]
+            if fault is not None:
+                fault()
+            conn.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
+        self.seqs = seqs  # only a committed transaction uses seqs
+        return results
+
+    def _apply(self, write: _Write, seqs: dict[str, int]) -> Any:
+        if isinstance(write, _Event):
+            agent = write.agent
+            seq = (seqs[agent] if agent in seqs else self._last_seq(agent)) + 1
+            seqs[agent] = seq
+            frame = agent_frame(seq, write.event_json)
+            # A plain INSERT: meeting an existing seq is an error, never a replacement.
+            self.conn.execute(
+                "INSERT INTO events (agent, seq, session_id, frame) VALUES (?, ?, ?, ?)",
+                (agent, seq, write.session_id, frame),
+            )
+            self._trim_later(agent, write.session_id)
+            return seq, frame
+        if isinstance(write, _Put):
+            self._put(write.agent, write.row)
+            return None
+        # The agent's newest seq may be this session's: kept, so a delete frees no seq.
+        agent = write.agent
+        self._count(agent, "seq", seqs[agent] if agent in seqs else self._last_seq(agent))
+        self._delete(agent, write.session_id)
+        return None
+
+    def _last_seq(self, agent: str) -> int:
+        """The last seq `agent` used: its newest event's, or the counter a delete left."""
         seq = (
             self.conn.execute("SELECT max(seq) FROM events WHERE agent = ?", (agent,)).fetchone()[0]
             or 0
@@ -231,67 +492,54 @@ class _Db:
                 "SELECT name, value FROM counters WHERE agent = ?", (agent,)
             ).fetchall()
         )
-        reserved = stored.get("seq_reserved", 0)  # left by a host that did not close
-        return max(seq, stored.get("seq", 0), reserved), stored.get("session", 0)
+        # seq_reserved: left by an older host that numbered events ahead of writing them.
+        return int(max(seq, stored.get("seq", 0), stored.get("seq_reserved", 0)))
 
-    def reserve(self, agent: str, seq: int) -> None:
-        """Record that `agent` may have sent seqs up to `seq` before their events are written."""
-        self._count(agent, "seq_reserved", seq)
-
-    def release(self, agent: str, last_seq: int) -> None:
-        """A clean close: the last seq `agent` used is known, the reservation goes."""
-        self._count(agent, "seq", last_seq)
+    def _trim_later(self, agent: str, session_id: str) -> None:
+        # Older events are never replayed (the window), so they are not kept; trimmed every
+        # _TRIM_EVERY events, so a session holds at most window + _TRIM_EVERY rows.
+        key = (agent, session_id)
+        added = self.unpruned.get(key, 0) + 1
+        if added < _TRIM_EVERY:
+            self.unpruned[key] = added
+            return
+        self.unpruned.pop(key, None)
         self.conn.execute(
-            "DELETE FROM counters WHERE agent = ? AND name = 'seq_reserved'", (agent,)
+            "DELETE FROM events WHERE agent = ? AND session_id = ? AND seq < (SELECT seq "
+            "FROM events WHERE agent = ? AND session_id = ? ORDER BY seq DESC LIMIT 1 "
+            "OFFSET ?)",
+            (agent, session_id, agent, session_id, self.window - 1),
         )
 
-    def put(self, agent: str, row: StoredSession, events: list[tuple[int, bytes]]) -> None:
-        """Upsert a session's row and add its new events, keeping the newest `window`."""
-        conn = self.conn
-        conn.execute("BEGIN")
-        try:
-            conn.execute(
-                f"INSERT INTO sessions (agent, {_SESSION_COLUMNS}) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (agent, session_id) DO UPDATE SET viewers=excluded.viewers, "
-                "contributors=excluded.contributors, last_touched=excluded.last_touched, "
-                "tokens_in=excluded.tokens_in, tokens_out=excluded.tokens_out, "
-                "turns=excluded.turns",
-                (
-                    agent,
-                    row.session_id,
-                    row.app,
-                    row.user,
-                    json.dumps(list(row.viewers)),
-                    json.dumps(list(row.contributors)),
-                    row.created_at,
-                    row.last_touched,
-                    row.tokens_in,
-                    row.tokens_out,
-                    row.turns,
-                ),
-            )
-            number = _SESSION_NUMBER.fullmatch(row.session_id)
-            if number:
-                self._count(agent, "session", int(number.group(1)))
-            if events:
-                conn.executemany(
-                    "INSERT OR REPLACE INTO events (agent, seq, session_id, frame) "
-                    "VALUES (?, ?, ?, ?)",
-                    [(agent, seq, row.session_id, frame) for seq, frame in events],
-                )
-                self._count(agent, "seq", events[-1][0])
-                # Older events are never replayed (the window), so they are not kept.
-                conn.execute(
-                    "DELETE FROM events WHERE agent = ? AND session_id = ? AND seq < (SELECT seq "
-                    "FROM events WHERE agent = ? AND session_id = ? ORDER BY seq DESC LIMIT 1 "
-                    "OFFSET ?)",
-                    (agent, row.session_id, agent, row.session_id, self.window - 1),
-                )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+    def _put(self, agent: str, row: StoredSession) -> None:
+        self.conn.execute(
+            _UPSERT_ROW,
+            (
+                agent,
+                row.session_id,
+                row.app,
+                row.user,
+                json.dumps(list(row.viewers)),
+                json.dumps(list(row.contributors)),
+                row.created_at,
+                row.last_touched,
+                row.tokens_in,
+                row.tokens_out,
+                row.turns,
+            ),
+        )
+        number = _SESSION_NUMBER.fullmatch(row.session_id)
+        if number:
+            self._count(agent, "session", int(number.group(1)))
+
+    def _delete(self, agent: str, session_id: str) -> None:
+        self.conn.execute(
+            "DELETE FROM sessions WHERE agent = ? AND session_id = ?", (agent, session_id)
+        )
+        self.conn.execute(
+            "DELETE FROM events WHERE agent = ? AND session_id = ?", (agent, session_id)
+        )
+        self.unpruned.pop((agent, session_id), None)
 
     def _count(self, agent: str, name: str, value: int) -> None:
         self.conn.execute(
@@ -300,19 +548,61 @@ class _Db:
             (agent, name, value),
         )
 
-    def get(self, agent: str, session_id: str) -> StoredSession | None:
+    # --- reads ------------------------------------------------------------
+
+    def last_session(self, agent: str) -> int:
+        """The last session number `agent` used, so a restarted host counts on."""
+        found = self.conn.execute(
+            "SELECT value FROM counters WHERE agent = ? AND name = 'session'", (agent,)
+        ).fetchone()
+        return int(found[0]) if found else 0
+
+    def get(self, agent: str, session_id: str) -> tuple[StoredSession, int] | None:
+        """A session's row and the seq of its newest event (0: none)."""
         found = self.conn.execute(
             f"{_SELECT_ROW} WHERE agent = ? AND session_id = ?", (agent, session_id)
         ).fetchone()
-        return _row(found) if found is not None else None
-
-    def events(self, agent: str, session_id: str) -> list[tuple[int, bytes]]:
+        if found is None:
+            return None
         newest = self.conn.execute(
-            "SELECT seq, frame FROM events WHERE agent = ? AND session_id = ? "
-            "ORDER BY seq DESC LIMIT ?",
-            (agent, session_id, self.window),
-        ).fetchall()
-        return [(int(seq), bytes(frame)) for seq, frame in reversed(newest)]
+            "SELECT max(seq) FROM events WHERE agent = ? AND session_id = ?", (agent, session_id)
+        ).fetchone()[0]
+        return _row(found), int(newest or 0)
+
+    def page(
+        self, agent: str, session_id: str, after: int, upto: int, first: bool
+    ) -> tuple[int, list[tuple[int, bytes]]]:
+        """Events of a session with after < seq <= upto, oldest first, about a page of bytes.
+
+        On the `first` page `after` is first clamped to the session's newest `window`
+        events, as the daemon's `clampReplaySince` clamps a cursor; the cursor used is
+        returned with the page.
+        """
+        conn = self.conn
+        if first:
+            floor = conn.execute(
+                "SELECT seq FROM events WHERE agent = ? AND session_id = ? "
+                "ORDER BY seq DESC LIMIT 1 OFFSET ?",
+                (agent, session_id, self.window),
+            ).fetchone()
+            if floor is not None and floor[0] > after:
+                after = int(floor[0])
+        rows = conn.execute(
+            "SELECT seq, frame FROM events WHERE agent = ? AND session_id = ? AND seq > ? "
+            "AND seq <= ? ORDER BY seq",
+            (agent, session_id, after, upto),
+        )
+        out: list[tuple[int, bytes]] = []
+        size = 0
+        try:
+            for seq, frame in rows:  # stepped one row at a time: a page holds what it holds
+                out.append((int(seq), bytes(frame)))
+                size += len(frame)
+                if size >= _REPLAY_PAGE_BYTES:
+                    break
+        finally:
+            rows.close()
+        return after, out
 
     def rows(self, agent: str, skip: frozenset[str]) -> list[StoredSession]:
         found = self.conn.execute(
@@ -320,32 +610,45 @@ class _Db:
         ).fetchall()
         return [_row(r) for r in found if r[0] not in skip]
 
-    def delete(self, agent: str, session_id: str) -> None:
-        self.conn.execute("BEGIN")
-        self.conn.execute(
-            "DELETE FROM sessions WHERE agent = ? AND session_id = ?", (agent, session_id)
-        )
-        self.conn.execute(
-            "DELETE FROM events WHERE agent = ? AND session_id = ?", (agent, session_id)
-        )
-        self.conn.execute("COMMIT")
+    def checkpoint(self) -> None:
+        """Copy the write-ahead log into the file (worker thread; never blocks a writer)."""
+        try:
+            if self.checkpointer is None:
+                self.checkpointer = sqlite3.connect(
+                    self.path, isolation_level=None, check_same_thread=False
+                )
+            self.checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.Error as exc:  # the next one tries again; a write says what is wrong
+            _log.warning("AgentHost: checkpointing the session store %s failed: %s", self.path, exc)
 
     def close(self) -> None:
-        self.conn.close()
+        if self.checkpointer is not None:
+            self.checkpointer.close()
+        with contextlib.suppress(AttributeError):
+            self.conn.close()
+        self._unlock()
         if self.temporary:
             _remove(self.path)
+
+
+def _held_by(path: str) -> str:
+    """Who holds `path`, as its holder wrote it (best effort: it may be writing right now)."""
+    try:
+        conn = sqlite3.connect(path, timeout=0.5)
+        try:
+            conn.execute("PRAGMA query_only=1")
+            found = conn.execute("SELECT process FROM holder WHERE one = 1").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        found = None
+    return str(found[0]) if found else "a process that has not said who it is yet"
 
 
 def _remove(path: str) -> None:
     for name in (path, path + "-wal", path + "-shm"):
         with contextlib.suppress(FileNotFoundError):
             os.remove(name)
-
-
-def _written(write: concurrent.futures.Future[None]) -> None:
-    # Nobody awaits a write: a failure is logged (the session it carried is lost).
-    if not write.cancelled() and write.exception() is not None:
-        _log.error("AgentHost: a session store write failed: %s", write.exception())
 
 
 def _finalize(executor: concurrent.futures.ThreadPoolExecutor, db: list[_Db]) -> None:
@@ -355,27 +658,71 @@ def _finalize(executor: concurrent.futures.ThreadPoolExecutor, db: list[_Db]) ->
         db[0].close()
 
 
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    # A write nobody awaits (usage at a turn's end): its failure was logged with its commit.
+    if not future.cancelled():
+        future.exception()
+
+
+_Waiting = tuple[_Write, "asyncio.Future[Any]", "Callable[[Any], None] | None"]
+_CHECKPOINT_EVERY = 256  # commits between two checkpoints of the write-ahead log
+
+
 class StoreFile:
-    """A session store file on SQLite (WAL), every statement on one worker thread.
+    """A session store file on SQLite (WAL): written on the event loop, one commit a moment.
 
     ``path`` names the file (kept on close, so a host started on it again
     serves its sessions); None makes a private temporary file on first use,
     removed on close. ``shared`` is a `MultiAgentHost`'s file (its agents'
-    sessions keyed by name), else an `AgentHost`'s. Writes are submitted at
-    once and run in order; reads are awaited and see every write made before
-    them. One thread serves every agent of the file, however many there are.
+    sessions keyed by name), else an `AgentHost`'s. ``synchronous`` is what a
+    commit survives ("normal": a killed process; "full": a power cut too; see
+    the module's contract).
+
+    Opening the file (its lock, its schema) and checkpointing its log run on a
+    worker thread; the writes of one turn of the event loop are committed
+    together at the end of it, on the loop, and each is awaited until its
+    commit. With "normal" a commit writes to the OS and syncs nothing, so
+    that costs the loop microseconds, where a hop to a thread and back cost it
+    a scheduler's wake-up per event; with "full" each commit waits for the disk,
+    one sync for every write of that moment. Reads see every write made before
+    them. One file serves every agent of a `MultiAgentHost`.
+
+    Attributes:
+        write_fault: The test seam at the write layer: None, or a callable run
+            inside every write transaction before it commits; what it raises
+            fails that commit, rolled back, as a full disk would.
     """
 
     def __init__(
-        self, path: str | os.PathLike[str] | None, *, window: int, shared: bool = False
+        self,
+        path: str | os.PathLike[str] | None,
+        *,
+        window: int,
+        shared: bool = False,
+        synchronous: str = "normal",
     ) -> None:
+        if synchronous not in SYNCHRONOUS:
+            kind = "MultiAgentHost" if shared else "AgentHost"
+            raise ValueError(
+                f"{kind}: store_sync must be 'normal' (survives a killed process) or 'full' "
+                f"(survives a power cut too), got {synchronous!r}"
+            )
         self.path = os.fspath(path) if path is not None else None
         self.window = window
         self.shared = shared
+        self.synchronous = synchronous
+        self.write_fault: Callable[[], None] | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._db: list[_Db] = []  # the open connection, once the worker made it
         self._finalizer: weakref.finalize[..., StoreFile] | None = None
         self._failed: BaseException | None = None  # why the file could not be opened
+        # The connection runs one statement sequence at a time: a host used from two loops
+        # (a notebook's sync calls) still commits whole transactions.
+        self._lock = threading.Lock()
+        self._pending: dict[asyncio.AbstractEventLoop, list[_Waiting]] = {}
+        self._failing = False  # a write failed and none has succeeded since (log once)
+        self._commits = 0
+        self._checkpointing = False
 
     @property
     def temporary(self) -> bool:
@@ -391,44 +738,158 @@ class StoreFile:
         where = "temporary" if self.path is None else repr(self.path)
         return f"StoreFile({where}, {'open' if self.opened else 'closed'})"
 
-    def submit(self, fn: Callable[[_Db], _T]) -> concurrent.futures.Future[_T]:
-        """Run `fn` on the worker thread with the connection (opening the file first)."""
+    # --- opening (on the worker thread) ------------------------------------
+
+    def _start(self) -> concurrent.futures.ThreadPoolExecutor:
         if self._executor is None:
             self._executor = concurrent.futures.ThreadPoolExecutor(
                 max_workers=1, thread_name_prefix="coreagent-host-store"
             )
             self._finalizer = weakref.finalize(self, _finalize, self._executor, self._db)
-            self._executor.submit(self._connect)  # first in line: every call after it has a db
-        return self._executor.submit(self._on_db, fn)
+        return self._executor
 
     def _connect(self) -> None:
-        try:
-            self._db.append(_Db(self.path, self.window, self.shared))
+        if self._db:
+            return
+        try:  # again after a failure: the holder may have stopped, the disk been mounted
+            self._db.append(_Db(self.path, self.window, self.shared, self.synchronous))
         except (OSError, ValueError, sqlite3.Error) as exc:
-            self._failed = exc  # raised again by every call, so the caller sees why
+            self._failed = exc
+            raise
 
-    def _on_db(self, fn: Callable[[_Db], _T]) -> _T:
+    async def _ready(self) -> _Db:
+        """The open connection (opened off the loop the first time; no wait after that)."""
         if not self._db:
-            raise self._failed or RuntimeError("AgentHost: the session store is closed")
-        return fn(self._db[0])
+            await asyncio.wrap_future(self._start().submit(self._connect))
+        return self._db[0]
 
-    async def run(self, fn: Callable[[_Db], _T]) -> _T:
-        """Await `fn` run on the worker thread (after every call submitted before it)."""
-        return await asyncio.wrap_future(self.submit(fn))
+    # --- writes (on the loop) -----------------------------------------------
+
+    def write(
+        self, write: _Write, then: Callable[[Any], None] | None = None
+    ) -> asyncio.Future[Any]:
+        """Queue `write` for this moment's commit; the future is its result once committed.
+
+        `then`, if given, is called with the result on the loop, in commit order,
+        before the future is done (the session sends its frames from there, so
+        frames leave in seq order, each after its commit). A write that fails
+        fails its future with `StoreWriteError`, and `then` is not called.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        queue = self._pending.setdefault(loop, [])
+        queue.append((write, future, then))
+        if len(queue) == 1:  # one commit a moment: every write queued until the loop turns
+            loop.call_soon(self._commit_soon, loop)
+        return future
+
+    def _commit_soon(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._db:
+            self._commit(loop)
+        else:
+            loop.create_task(self._open_then_commit(loop))
+
+    async def _open_then_commit(self, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            await self._ready()
+        except Exception as exc:  # nothing can be stored: every waiting write fails with it
+            for _, future, _ in self._pending.pop(loop, []):
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        self._commit(loop)
+
+    def _commit(self, loop: asyncio.AbstractEventLoop) -> None:
+        batch = self._pending.pop(loop, [])
+        if not batch:
+            return
+        results: list[Any] = []
+        error: BaseException | None = None
+        try:
+            with self._lock:
+                results = self._db[0].write([w for w, _, _ in batch], self.write_fault)
+        except StoreWriteError as exc:
+            error = exc
+        except (sqlite3.Error, OSError) as exc:
+            error = StoreWriteError(str(exc) or type(exc).__name__)
+        except Exception as exc:  # a closed store, a fault's own error
+            error = exc
+        self._report(error, len(batch))
+        for i, (_, future, then) in enumerate(batch):
+            if error is not None:
+                if not future.done():
+                    future.set_exception(error)
+                continue
+            if then is not None:
+                try:
+                    then(results[i])
+                except Exception:  # one session's fan-out must not cost another its answer
+                    _log.exception("AgentHost: sending a committed event failed")
+            if not future.done():
+                future.set_result(results[i])
+        if error is None:
+            self._commits += 1
+            if self._commits % _CHECKPOINT_EVERY == 0:
+                self._checkpoint_later()
+
+    def _report(self, error: BaseException | None, writes: int) -> None:
+        """Log a failure once per outage, with its real cause, and the recovery once."""
+        if error is not None and not self._failing:
+            self._failing = True
+            _log.error(
+                "AgentHost: the session store %s could not be written: %s (%d writes failed, "
+                "nothing of them stored; the next write tries again)",
+                self.path or "(temporary)",
+                error,
+                writes,
+            )
+        elif error is None and self._failing:
+            self._failing = False
+            _log.warning("AgentHost: the session store %s is written again", self.path)
+
+    def _checkpoint_later(self) -> None:
+        # The log is copied into the file by the worker (its own connection), so the loop
+        # never waits for that copy or for the sync that ends it.
+        if self._checkpointing or not self._db:
+            return
+        self._checkpointing = True
+        db = self._db[0]
+
+        def done(_: concurrent.futures.Future[None]) -> None:
+            self._checkpointing = False
+
+        self._start().submit(db.checkpoint).add_done_callback(done)
+
+    def _commit_pending(self) -> None:
+        """Commit what this loop queued so far, now (a read then sees it)."""
+        loop = asyncio.get_running_loop()
+        if self._pending.get(loop) and self._db:
+            self._commit(loop)
+
+    # --- reads and the rest ---------------------------------------------------
+
+    async def read(self, fn: Callable[[_Db], _T]) -> _T:
+        """`fn` of the connection, after every write made before it was committed."""
+        db = await self._ready()
+        self._commit_pending()
+        with self._lock:
+            return fn(db)
 
     async def check(self) -> None:
         """Open a named file now (off the loop), raising why it cannot be served."""
         if not self.temporary:
-            await self.run(lambda db: None)
+            await self._ready()
 
     async def flush(self) -> None:
-        """Wait for every write submitted so far (nothing to wait for if never opened)."""
+        """Commit every write queued so far on this loop (nothing to do if never opened)."""
         if self.opened:
             with contextlib.suppress(Exception):  # a failed write was logged already
-                await self.run(lambda db: None)
+                await self._ready()
+                self._commit_pending()
 
     async def aclose(self) -> None:
-        """Finish every write, close the file (removing a temporary one); reopens on use."""
+        """Commit every write, close the file (removing a temporary one); reopens on use."""
+        await self.flush()
         executor, self._executor = self._executor, None
         if executor is None:
             return
@@ -440,7 +901,7 @@ class StoreFile:
 
 
 class SessionStore:
-    """One agent's sessions in a `StoreFile`: what an `AgentHost` keeps and resumes.
+    """One agent's sessions in a `StoreFile`: what an `AgentHost` keeps, replays and resumes.
 
     Given a path (or None: a private temporary file), the store has a file of
     its own, closed with it; given a `StoreFile`, it is agent ``agent``'s part
@@ -453,9 +914,14 @@ class SessionStore:
         *,
         window: int,
         agent: str = "",
+        synchronous: str = "normal",
     ) -> None:
         self._owns = not isinstance(path, StoreFile)
-        self.file = path if isinstance(path, StoreFile) else StoreFile(path, window=window)
+        self.file = (
+            path
+            if isinstance(path, StoreFile)
+            else StoreFile(path, window=window, synchronous=synchronous)
+        )
         self.agent = agent
 
     @property
@@ -478,53 +944,49 @@ class SessionStore:
         agent = f", agent {self.agent!r}" if self.agent else ""
         return f"SessionStore({where}{agent}, {'open' if self.opened else 'closed'})"
 
-    async def open(self) -> tuple[int, int]:
-        """Open the file (off the loop): the last event seq and session number it used."""
+    async def open(self) -> int:
+        """Open the file (off the loop): the last session number this agent used."""
         agent = self.agent
-        return await self.file.run(lambda db: db.counters(agent))
+        return await self.file.read(lambda db: db.last_session(agent))
 
-    def put(self, row: StoredSession, events: list[tuple[int, bytes]]) -> None:
-        """Write a session's row and its new events (submitted now, run in order)."""
-        agent = self.agent
-        self.file.submit(lambda db: db.put(agent, row, events)).add_done_callback(_written)
+    def append(
+        self, session_id: str, event_json: bytes, then: Callable[[tuple[int, bytes]], None]
+    ) -> asyncio.Future[tuple[int, bytes]]:
+        """Log an event of a session: its (seq, frame) once committed (`then` first)."""
+        return self.file.write(_Event(self.agent, session_id, event_json), then)
 
-    def reserve(self, seq: int) -> concurrent.futures.Future[None]:
-        """Record seqs up to `seq` as possibly sent (submitted now, run in order)."""
-        agent = self.agent
-        done = self.file.submit(lambda db: db.reserve(agent, seq))
-        done.add_done_callback(_written)
+    def put(self, row: StoredSession) -> asyncio.Future[None]:
+        """Write a session's row; awaited, it is committed (else `StoreWriteError`)."""
+        done = self.file.write(_Put(self.agent, row))
+        done.add_done_callback(_retrieve)
         return done
 
-    def release(self, last_seq: int) -> None:
-        """Record the last seq used and drop the reservation (a clean close; in order)."""
-        if self.opened:
-            agent = self.agent
-            self.file.submit(lambda db: db.release(agent, last_seq)).add_done_callback(_written)
+    def delete(self, session_id: str) -> asyncio.Future[None]:
+        """Forget a session and its events; awaited, it is committed."""
+        done = self.file.write(_Delete(self.agent, session_id))
+        done.add_done_callback(_retrieve)
+        return done
 
-    def delete(self, session_id: str) -> None:
-        """Forget a session and its events (submitted now, run in order)."""
-        if self.opened:
-            agent = self.agent
-            self.file.submit(lambda db: db.delete(agent, session_id)).add_done_callback(_written)
-
-    async def get(self, session_id: str) -> StoredSession | None:
-        """The stored row of a session, or None."""
+    async def get(self, session_id: str) -> tuple[StoredSession, int] | None:
+        """The stored row of a session and its newest event's seq, or None."""
         if not self.opened:
             return None
         agent = self.agent
-        return await self.file.run(lambda db: db.get(agent, session_id))
+        return await self.file.read(lambda db: db.get(agent, session_id))
 
-    async def events(self, session_id: str) -> list[tuple[int, bytes]]:
-        """The newest `window` event frames of a session, oldest first, with their seqs."""
+    async def page(
+        self, session_id: str, after: int, upto: int, first: bool
+    ) -> tuple[int, list[tuple[int, bytes]]]:
+        """A page of a session's events after `after` up to `upto` (see `_Db.page`)."""
         agent = self.agent
-        return await self.file.run(lambda db: db.events(agent, session_id))
+        return await self.file.read(lambda db: db.page(agent, session_id, after, upto, first))
 
     async def rows(self, skip: frozenset[str] = frozenset()) -> list[StoredSession]:
         """Every stored session not in `skip`, in the order they were first stored."""
         if not self.opened:
             return []
         agent = self.agent
-        return await self.file.run(lambda db: db.rows(agent, skip))
+        return await self.file.read(lambda db: db.rows(agent, skip))
 
     async def aclose(self) -> None:
         """Finish every write; close a file of its own (a shared one stays open for others)."""
