@@ -45,3 +45,13 @@ def reap(proc: subprocess.Popen[str]) -> None:
     for pipe in (proc.stdout, proc.stderr):
         if pipe is not None:
             pipe.close()
+
+
+async def stored_frames(host: AgentHost, session_id: str) -> list[int]:
+    """The sizes of a session's event frames in the host's store, oldest first."""
+    rows = await host.store.file.read(
+        lambda db: db.conn.execute(
+            "SELECT length(frame) FROM events WHERE session_id = ? ORDER BY seq", (session_id,)
+        ).fetchall()
+    )
+    return [size for (size,) in rows]

@@ -318,20 +318,20 @@ async def test_the_store_keeps_the_newest_replay_window_events(tmp_path: Path) -
     assert seqs(replay) == logged[-REPLAY_WINDOW:]
 
 
-async def test_the_default_store_is_a_temporary_file_made_on_first_write_and_removed_on_close(
+async def test_the_default_store_is_a_temporary_file_made_on_first_use_and_removed_on_close(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without `store=` the log is a private temporary file: none until a session or an
-    event is written (a host nobody called holds no file), removed by `aclose()`."""
+    """Without `store=` the log is a private temporary file: none until the host is first
+    used (a host nobody called holds no file), removed by `aclose()`."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     clock = FakeClock()
     host = make(clock)
+    assert files(tmp_path) == []  # never used: no file
     async with client(host) as http:
         assert (await listing(http)) == {"default": "active"}
-        assert files(tmp_path) == []  # nothing written: no file
-        path = await new_session(http)
         made = files(tmp_path)
         assert made and all(name.startswith("coreagent-host-") for name in made)
+        path = await new_session(http)
         await one_turn(http, path)
         await clock.until_sleeping()
         await advance(clock, 2 * IDLE)

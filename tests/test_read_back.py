@@ -113,7 +113,12 @@ async def test_a_log_that_lost_its_beginning_fails_instead_of_returning_the_tail
     tool = fleet.call_peer(timeout=10, max_response_bytes=1_000)
     cut = await tool.acall(peer="writer", prompt="a long report")
     await tool.read_answer(cut)  # whole while the log holds the prompt
-    daemon.sessions[cut.session_id].log.popleft()  # as the replay window moving past it
+    await daemon.store.file.read(  # its oldest event goes, as the replay window moving past it
+        lambda db: db.conn.execute(
+            "DELETE FROM events WHERE seq = (SELECT min(seq) FROM events WHERE session_id = ?)",
+            (cut.session_id,),
+        )
+    )
     with pytest.raises(PeerRequestError, match="no longer starts with the prompt"):
         await tool.read_answer(cut)
     await fleet.aclose()

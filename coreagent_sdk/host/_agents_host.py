@@ -107,7 +107,7 @@ class MultiAgentHost:
     `app(name)` is the agent's ASGI app. ``store`` names the SQLite file
     holding every agent's sessions, keyed by agent (kept, so a host started
     on it again serves them; None is a private temporary file, made on the
-    first write and removed on close); ``store_sync`` is what each commit to
+    first use and removed on close); ``store_sync`` is what each commit to
     it survives: "normal" a killed process, "full" a power cut too (see
     `AgentHost`). Every other keyword (``tokens``,
     ``model``, ``session_rate_limit``, ``on_agent_error``, ...) is handed to

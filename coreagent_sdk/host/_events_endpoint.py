@@ -46,7 +46,7 @@ async def _replay(
 
     Pins core-agent `pkg/attach/broadcaster.go` `replayThenTail` (`Stream.Since`) after
     `clampReplaySince`: the cursor is first raised to the session's newest
-    `REPLAY_WINDOW` events. A page is about 256 KiB (at least one event), so a replay
+    `REPLAY_WINDOW` events. A page is about 64 KiB (at least one event), so a replay
     holds a page, not the log. A read that fails ends the stream (`_ReplayFailed`).
     """
     first = True

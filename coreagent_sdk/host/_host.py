@@ -637,8 +637,8 @@ class AgentHost:
             self._sweeper = loop.create_task(self._sweep_forever())
 
     async def _open(self) -> None:
-        if self.store.temporary:
-            return
+        # A temporary file too: made here (the first request, or serve() before it listens),
+        # so no session's first write waits for a file and a thread to be made.
         last_id = await self.store.open()
         # Counting on from the store, never back from where this host already is (event
         # seqs come from the store itself, as each event is written).

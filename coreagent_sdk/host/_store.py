@@ -149,7 +149,7 @@ DROP TABLE counters_v1;
 _SESSION_NUMBER = re.compile(r"s-(\d{1,18})[0-9a-f]{6}")  # s-<counter><6 hex>
 SYNCHRONOUS = ("normal", "full")
 """What a named store may sync at each commit (`synchronous=`): see the module's contract."""
-_REPLAY_PAGE_BYTES = 256 * 1024  # one replay read: at least one event, at most about this
+_REPLAY_PAGE_BYTES = 64 * 1024  # one replay read: at least one event, at most about this
 _TRIM_EVERY = 500  # events a session may gain past the window before its oldest go
 
 MIN_SWEEP_PERIOD = 60.0
@@ -731,7 +731,7 @@ class StoreFile:
 
     @property
     def opened(self) -> bool:
-        """Whether the file exists for this host yet (a temporary one is made on first write)."""
+        """Whether the file exists for this host yet (a temporary one is made on first use)."""
         return self._executor is not None
 
     def __repr__(self) -> str:
@@ -936,7 +936,7 @@ class SessionStore:
 
     @property
     def opened(self) -> bool:
-        """Whether the file exists for this host yet (a temporary one is made on first write)."""
+        """Whether the file exists for this host yet (a temporary one is made on first use)."""
         return self.file.opened
 
     def __repr__(self) -> str:

@@ -22,6 +22,7 @@ import pytest
 
 from coreagent_sdk import ASGITransport, CallPeer, Peer, StaticDirectory
 from coreagent_sdk.host import SUBSCRIBER_QUEUE_LIMIT, AgentHost, Turn
+from tests.processes import stored_frames
 
 JSON = {"Content-Type": "application/json"}
 FRAME = re.compile(rb"event: ([a-z-]+)\ndata: ([^\n]+)\n\n")
@@ -166,9 +167,9 @@ async def test_a_thousand_stalled_subscribers_hold_bounded_memory_and_others_are
             grown = tracemalloc.get_traced_memory()[0] - attached
         finally:
             tracemalloc.stop()
-        logged = sum(len(data) for _, data in session.log)
+        logged = sum(await stored_frames(host, session.session_id))
         # Each holds at most the limit's frames; the frames themselves are made once and
-        # shared (the session's log holds them anyway); a quarter more of each, and
+        # shared (at most all the turn's frames, in the store); a quarter more of each, and
         # 256 KiB for the turn's own bookkeeping. Kept past the limit, each would hold 3x.
         bound = subscribers * per_queue * 1.25 + logged * 1.25 + 2**18
         assert grown <= bound, f"{grown:,} B grown, bound {bound:,.0f} B, frames {logged:,} B"
