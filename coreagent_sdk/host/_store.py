@@ -269,7 +269,8 @@ class _Db:
         self.seqs: dict[str, int] = {}  # each agent's last committed seq, read on first use
         self.unpruned: dict[tuple[str, str], int] = {}  # events added since a session's trim
         self.identity: tuple[int, int] | None = None  # the file's (device, inode) when opened
-        self.checkpointer: sqlite3.Connection | None = None  # the worker's own connection
+        self.checkpointer: sqlite3.Connection | None = None  # the worker's own connections
+        self.reader: sqlite3.Connection | None = None
         if not self.temporary:
             self._lock()
         try:
@@ -578,7 +579,7 @@ class _Db:
         events, as the daemon's `clampReplaySince` clamps a cursor; the cursor used is
         returned with the page.
         """
-        conn = self.conn
+        conn = self._reader()
         if first:
             floor = conn.execute(
                 "SELECT seq FROM events WHERE agent = ? AND session_id = ? "
@@ -605,10 +606,19 @@ class _Db:
         return after, out
 
     def rows(self, agent: str, skip: frozenset[str]) -> list[StoredSession]:
-        found = self.conn.execute(
-            f"{_SELECT_ROW} WHERE agent = ? ORDER BY rowid", (agent,)
-        ).fetchall()
+        found = (
+            self._reader()
+            .execute(f"{_SELECT_ROW} WHERE agent = ? ORDER BY rowid", (agent,))
+            .fetchall()
+        )
         return [_row(r) for r in found if r[0] not in skip]
+
+    def _reader(self) -> sqlite3.Connection:
+        """The worker thread's connection for long reads (replays, listings), off the loop."""
+        if self.reader is None:
+            self.reader = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self.reader.execute("PRAGMA query_only=1")
+        return self.reader
 
     def checkpoint(self) -> None:
         """Copy the write-ahead log into the file (worker thread; never blocks a writer)."""
@@ -622,8 +632,9 @@ class _Db:
             _log.warning("AgentHost: checkpointing the session store %s failed: %s", self.path, exc)
 
     def close(self) -> None:
-        if self.checkpointer is not None:
-            self.checkpointer.close()
+        for other in (self.checkpointer, self.reader):
+            if other is not None:
+                other.close()
         with contextlib.suppress(AttributeError):
             self.conn.close()
         self._unlock()
@@ -678,10 +689,10 @@ class StoreFile:
     commit survives ("normal": a killed process; "full": a power cut too; see
     the module's contract).
 
-    Opening the file (its lock, its schema) and checkpointing its log run on a
-    worker thread; the writes of one turn of the event loop are committed
-    together at the end of it, on the loop, and each is awaited until its
-    commit. With "normal" a commit writes to the OS and syncs nothing, so
+    Opening the file (its lock, its schema), checkpointing its log and long reads (a
+    replay's pages, a listing) run on a worker thread; the writes of one turn of the
+    event loop are committed together at the end of it, on the loop, and each is
+    awaited until its commit. With "normal" a commit writes to the OS and syncs nothing, so
     that costs the loop microseconds, where a hop to a thread and back cost it
     a scheduler's wake-up per event; with "full" each commit waits for the disk,
     one sync for every write of that moment. Reads see every write made before
@@ -875,6 +886,13 @@ class StoreFile:
         with self._lock:
             return fn(db)
 
+    async def read_off_loop(self, fn: Callable[[_Db], _T]) -> _T:
+        """`fn` on the worker thread (its own connection), after every write made before it
+        was committed: for reads long enough that the loop should not wait for them."""
+        db = await self._ready()
+        self._commit_pending()
+        return await asyncio.wrap_future(self._start().submit(fn, db))
+
     async def check(self) -> None:
         """Open a named file now (off the loop), raising why it cannot be served."""
         if not self.temporary:
@@ -979,14 +997,16 @@ class SessionStore:
     ) -> tuple[int, list[tuple[int, bytes]]]:
         """A page of a session's events after `after` up to `upto` (see `_Db.page`)."""
         agent = self.agent
-        return await self.file.read(lambda db: db.page(agent, session_id, after, upto, first))
+        return await self.file.read_off_loop(
+            lambda db: db.page(agent, session_id, after, upto, first)
+        )
 
     async def rows(self, skip: frozenset[str] = frozenset()) -> list[StoredSession]:
         """Every stored session not in `skip`, in the order they were first stored."""
         if not self.opened:
             return []
         agent = self.agent
-        return await self.file.read(lambda db: db.rows(agent, skip))
+        return await self.file.read_off_loop(lambda db: db.rows(agent, skip))
 
     async def aclose(self) -> None:
         """Finish every write; close a file of its own (a shared one stays open for others)."""
