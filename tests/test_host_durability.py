@@ -44,6 +44,12 @@ FULL = "database or disk is full"
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture
+def command_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command puts the working directory on sys.path (as `python -m` does): undone."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+
+
 def client(host: AgentHost) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=ASGITransport(host.app), base_url="http://agent.test")
 
@@ -364,7 +370,7 @@ BAD_STORES = {
 
 @pytest.mark.parametrize("case", sorted(BAD_STORES))
 def test_a_store_that_cannot_be_served_stops_the_command_in_one_line(
-    tmp_path: Path, case: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, case: str, capsys: pytest.CaptureFixture[str], command_path: None
 ) -> None:
     """Pins `eventlog.Open` (one wrapped error): exit 1, one line naming the file and the
     fix, no traceback, nothing listening."""
@@ -381,7 +387,7 @@ def test_a_store_that_cannot_be_served_stops_the_command_in_one_line(
 
 
 def test_a_store_in_a_missing_directory_stops_the_command_naming_the_directory(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command_path: None
 ) -> None:
     store = tmp_path / "nowhere" / "sessions.sqlite3"
     assert host_main(["tests.host_agents:echo", "--store", str(store)]) == 1
@@ -395,7 +401,7 @@ def test_a_store_in_a_missing_directory_stops_the_command_naming_the_directory(
 
 @pytest.mark.skipif(shutil.which("chattr") is None, reason="needs chattr to make a file immutable")
 def test_an_immutable_store_stops_the_command_in_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command_path: None
 ) -> None:
     store = tmp_path / "sessions.sqlite3"
     _newer(store)
@@ -771,7 +777,7 @@ def test_a_sync_mode_that_is_not_one_is_refused_naming_both() -> None:
 
 
 def test_the_command_passes_store_sync_and_refuses_it_without_a_store(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command_path: None
 ) -> None:
     from coreagent_sdk.host.__main__ import build, main, parser
 

@@ -330,9 +330,23 @@ async def test_the_command_serves_an_agent_joins_and_a_sigterm_mid_turn_drains(
         assert ready["name"] == "slowpoke" and ready["url"].startswith("http://127.0.0.1:")
         directory = HubDirectory(hub)
         assert [p.name for p in await directory.peers()] == ["slowpoke"]
-        async with CallPeer(directory, timeout=15) as tool:
+        opened: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+        def on_event(event: Any) -> None:
+            if event.kind == "session_opened" and not opened.done():
+                opened.set_result(event.session_id)
+
+        async with CallPeer(directory, timeout=15, on_event=on_event) as tool:
             call = asyncio.create_task(tool.acall(peer="slowpoke", prompt="mid-turn"))
-            await asyncio.sleep(0.5)  # the turn is running (it takes 1 s)
+            # Stopped once the turn is running (it narrates, then takes 1 s), however long a
+            # loaded machine takes to get there.
+            sid = await asyncio.wait_for(opened, 10)
+            async with httpx.AsyncClient(base_url=ready["url"]) as watcher:
+                await frames(
+                    watcher,
+                    f"/sessions/core-agent/{sid}/events",
+                    lambda e, p: e == "agent" and "thinking" in json.dumps(p["event"]),
+                )
             proc.send_signal(signal.SIGTERM)
             started = time.monotonic()
             assert (await call).response == "thinking\n\nmid-turn"  # drained, not cut off
