@@ -154,15 +154,21 @@ async def test_a_turn_whose_events_cannot_be_stored_fails_and_uses_no_seq(
 async def test_an_event_that_cannot_be_stored_mid_turn_ends_the_turn_unsent(
     tmp_path: Path,
 ) -> None:
-    """A write failing after the turn started fails it there: the event is not sent, the
-    agent's next step does not run, and the turn ends in a turn-error."""
+    """A write failing after the turn started fails it: that event and nothing after it is
+    sent, the agent's next event raises (its turn ends there), and the turn ends in a
+    turn-error. (A turn's events are committed as it yields, so the agent learns of the
+    failure at its first event after the failed commit.)"""
     host_box: list[AgentHost] = []
     reached: list[str] = []
 
     async def agent(turn: Turn) -> None:
         await turn.narrate("step one", tool="look")
+        await asyncio.sleep(0)  # its commit runs here
         host_box[0].store.file.write_fault = disk_full
         await turn.say("never sent")
+        await asyncio.sleep(0)  # the commit that fails
+        reached.append("yielded")
+        await turn.chunk("nor this")
         reached.append("after the failed write")
 
     host = host_on(tmp_path / "sessions.sqlite3", behavior=agent)
@@ -172,9 +178,10 @@ async def test_an_event_that_cannot_be_stored_mid_turn_ends_the_turn_unsent(
         got = await turn_until_idle(http, path)
         texts = [p["event"]["Content"]["parts"][0]["text"] for e, p in got if e == "agent"]
         assert texts[-1] == "step one"
-        assert "never sent" not in texts
+        assert "never sent" not in texts and "nor this" not in texts
         assert [p["kind"] for e, p in got if e == "turn-error"] == ["unknown"]
-        assert reached == []
+        assert [e for e, _ in got][-2:] == ["turn-error", "status-update"]
+        assert reached == ["yielded"]
         host.store.file.write_fault = None
     await host.aclose()
 

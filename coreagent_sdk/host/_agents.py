@@ -41,7 +41,11 @@ CALL_PEER_TOOL = "call_peer"  # the tool's name in the events a turn records
 
 
 class _Session(Protocol):
+    unsent: int
+
     async def publish_agent(self, event: AgentEvent) -> AgentFrame: ...
+
+    def log_event(self, event: AgentEvent) -> Any: ...
 
     async def call_peer(self, peer: str, prompt: str) -> dict[str, Any]: ...
 
@@ -59,6 +63,7 @@ class TurnAbandoned(Exception):
 
 
 _event_ids = itertools.count(1)
+_BURST = 64  # events a turn writes before it yields so they are committed and sent
 
 
 def add_tokens(total: int, more: object) -> int:
@@ -152,7 +157,7 @@ class Turn:
         role: str = "model",
         author: str | None = None,
         finish_reason: str = "",
-    ) -> AgentFrame:
+    ) -> None:
         event = AgentEvent(
             content=Content(role=role, parts=tuple(parts)),
             partial=partial,
@@ -162,8 +167,13 @@ class Turn:
             invocation_id=self.invocation_id,
             author=self.agent if author is None else author,
         )
-        # Returns once the event is in the session's log and sent (see the host's store).
-        return await self._session.publish_agent(event)
+        # Written, then sent once committed: the turn goes on meanwhile, so the events of a
+        # turn that speaks in a burst share a commit. It yields every _BURST events (the
+        # commit of those pending runs then) so it shares the loop; its turn-complete waits
+        # for the last commit, and a failed write ends the turn at its next event.
+        self._session.log_event(event)
+        if self._session.unsent >= _BURST:
+            await asyncio.sleep(0)
 
     async def say(self, text: str, *, finish_reason: str = "") -> None:
         """The final model answer (non-partial text, no function call): ends the turn's text.

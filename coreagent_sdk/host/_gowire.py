@@ -81,11 +81,15 @@ def sse(event: str, payload: Any) -> bytes:
     A lone surrogate (a model's split pair) is written as U+FFFD, as Go's encoder
     writes invalid UTF-8, rather than failing the frame and the turn with it.
     """
-    frame = f"event: {event}\ndata: {go_json(payload)}\n\n"
+    return utf8(f"event: {event}\ndata: {go_json(payload)}\n\n")
+
+
+def utf8(text: str) -> bytes:
+    """`text` as UTF-8, a lone surrogate as U+FFFD (as Go's encoder writes invalid UTF-8)."""
     try:
-        return frame.encode()
+        return text.encode()
     except UnicodeEncodeError:
-        return SURROGATE.sub("\ufffd", frame).encode()
+        return SURROGATE.sub("\ufffd", text).encode()
 
 
 def parse_since(raw: str | None) -> int:

@@ -11,6 +11,7 @@ session in memory holds only the frames its subscribers have not been sent.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import time
@@ -23,13 +24,13 @@ from .._hops import entering as delegation_hop
 from .._scrub import server_text
 from .._wire import AgentEvent, AgentFrame, Content, Part
 from ._agents import Turn, TurnAbandoned, TurnFailed, add_tokens
-from ._gowire import go_json
+from ._gowire import go_json, utf8
 from ._gowire import sse as encode_sse
 from ._inbox import INBOX_CAP, inbox_block
 from ._registry import rfc3339
 from ._runtimes import run_turn
 from ._spans import inject_span_context, turn_span
-from ._store import StoredSession, StoreWriteError
+from ._store import StoredSession, StoreWriteError, _retrieve
 
 if TYPE_CHECKING:
     from ._host import AgentHost
@@ -95,6 +96,13 @@ class _Session:
         self.subscribers: set[_Subscriber] = set()
         self.inject_spans: dict[str, Any] = {}  # queued entry id -> its inject's span context
         self.inbox: list[tuple[str, str]] = []
+        # Events handed to the store and not yet committed, the frames published meanwhile
+        # (sent after them, so a turn's turn-error or turn-complete never overtakes its
+        # events), the newest write, and the write failure that ended this turn.
+        self.unsent = 0
+        self._held: list[bytes] = []
+        self._last_write: asyncio.Future[tuple[int, bytes]] | None = None
+        self._write_failed: EventNotStored | None = None
         self.worker: asyncio.Task[None] | None = None
         self.busy = False
         self.last_touched = self.created_at = daemon.clock.now()
@@ -120,26 +128,62 @@ class _Session:
                 queue.put_nowait(frame)
 
     def publish(self, event: str, payload: dict[str, Any]) -> None:
-        self._fanout(encode_sse(event, payload))
+        frame = encode_sse(event, payload)
+        if self.unsent:
+            self.touch()
+            self._held.append(frame)
+        else:
+            self._fanout(frame)
 
-    async def publish_agent(self, event: AgentEvent) -> AgentFrame:
-        """Log `event` in the store, then send it: its seq is the key of its written row.
+    def log_event(self, event: AgentEvent) -> asyncio.Future[tuple[int, bytes]]:
+        """Hand `event` to the store: it is sent once its commit returns (`_committed`).
 
         One counter across the host, as the daemon's event log numbers every session's
         events (`gormStream.Append`): a session's seqs increase but neither start at 1 nor
-        run contiguously. A write that fails raises `EventNotStored`: nothing is sent.
+        run contiguously. After a write of this turn failed, nothing more is written: it
+        raises that failure (`EventNotStored`).
         """
-        payload = go_json(event.to_dict()).encode()
-        try:
-            seq, _ = await self.daemon.store.append(self.session_id, payload, self._committed)
-        except StoreWriteError as exc:
-            raise EventNotStored(f"eventlog: insert overlay row: {exc}") from None
-        return AgentFrame(seq=seq, event=event)
+        if self._write_failed is not None:
+            raise self._write_failed
+        payload = utf8(go_json(event.to_dict()))  # a lone surrogate is U+FFFD
+        self.unsent += 1
+        written = self.daemon.store.append(self.session_id, payload, self._committed)
+        written.add_done_callback(_retrieve)  # its failure is the turn's, through _committed
+        self._last_write = written
+        return written
 
-    def _committed(self, logged: tuple[int, bytes]) -> None:
-        # Called on commit, in commit order: the frame leaves only now.
-        self.seq, frame = logged
-        self._fanout(frame)
+    async def publish_agent(self, event: AgentEvent) -> AgentFrame:
+        """Log `event` and wait for its commit: its frame, with the seq of its written row."""
+        written = self.log_event(event)
+        with contextlib.suppress(StoreWriteError):
+            seq, _ = await written
+            return AgentFrame(seq=seq, event=event)
+        assert self._write_failed is not None  # set by _committed before the future failed
+        raise self._write_failed
+
+    async def events_logged(self) -> None:
+        """Wait for every event handed to the store; `EventNotStored` if one failed."""
+        last = self._last_write
+        if last is not None and not last.done():
+            with contextlib.suppress(StoreWriteError):
+                await last  # commits settle in order: every earlier write is settled too
+        if self._write_failed is not None:
+            raise self._write_failed
+
+    def _committed(self, outcome: tuple[int, bytes] | BaseException) -> None:
+        # Called at each commit, in commit order: a frame leaves only now, and what was
+        # published while it waited leaves after it.
+        self.unsent -= 1
+        if isinstance(outcome, BaseException):
+            if self._write_failed is None:
+                self._write_failed = EventNotStored(f"eventlog: insert overlay row: {outcome}")
+        else:
+            self.seq, frame = outcome
+            self._fanout(frame)
+        if not self.unsent and self._held:
+            held, self._held = self._held, []
+            for frame in held:
+                self._fanout(frame)
 
     async def call_peer(self, peer: str, prompt: str) -> dict[str, Any]:
         return await self.daemon.call_peer(peer, prompt)
@@ -208,6 +252,7 @@ class _Session:
 
     async def _turn(self, drained: list[tuple[str, str]]) -> None:
         started = time.perf_counter()
+        self._write_failed = None  # a failed write ends its own turn, not the next one
         for entry_id, _ in drained:
             self.publish("inbox", {"state": "dequeued", "prompt_id": entry_id})
         messages = [m for _, m in drained]
@@ -270,6 +315,7 @@ class _Session:
                 # own calls get half of what is left, so a delegation cycle ends (_hops).
                 with delegation_hop(self.session_id, turn.agent):
                     await run_turn(self.daemon, turn)
+                await self.events_logged()  # every event in the log before turn-complete
             except TurnFailed as exc:
                 span.fail("TurnFailed", str(exc))
                 return None

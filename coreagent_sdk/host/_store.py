@@ -670,7 +670,8 @@ def _finalize(executor: concurrent.futures.ThreadPoolExecutor, db: list[_Db]) ->
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:
-    # A write nobody awaits (usage at a turn's end): its failure was logged with its commit.
+    # A write nobody awaits (usage at a turn's end, an event whose failure reaches its turn
+    # another way): its failure was logged with its commit.
     if not future.cancelled():
         future.exception()
 
@@ -781,10 +782,11 @@ class StoreFile:
     ) -> asyncio.Future[Any]:
         """Queue `write` for this moment's commit; the future is its result once committed.
 
-        `then`, if given, is called with the result on the loop, in commit order,
-        before the future is done (the session sends its frames from there, so
-        frames leave in seq order, each after its commit). A write that fails
-        fails its future with `StoreWriteError`, and `then` is not called.
+        `then`, if given, is called on the loop with the result, or with the error
+        of a write that failed, in commit order, before the future is done (the
+        session sends its frames from there, so frames leave in seq order, each
+        after its commit). A write that fails fails its future with
+        `StoreWriteError`.
         """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
@@ -804,7 +806,9 @@ class StoreFile:
         try:
             await self._ready()
         except Exception as exc:  # nothing can be stored: every waiting write fails with it
-            for _, future, _ in self._pending.pop(loop, []):
+            for _, future, then in self._pending.pop(loop, []):
+                if then is not None:
+                    then(exc)
                 if not future.done():
                     future.set_exception(exc)
             return
@@ -827,17 +831,18 @@ class StoreFile:
             error = exc
         self._report(error, len(batch))
         for i, (_, future, then) in enumerate(batch):
-            if error is not None:
-                if not future.done():
-                    future.set_exception(error)
-                continue
+            outcome = error if error is not None else results[i]
             if then is not None:
                 try:
-                    then(results[i])
+                    then(outcome)
                 except Exception:  # one session's fan-out must not cost another its answer
                     _log.exception("AgentHost: sending a committed event failed")
-            if not future.done():
-                future.set_result(results[i])
+            if future.done():
+                continue
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(outcome)
         if error is None:
             self._commits += 1
             if self._commits % _CHECKPOINT_EVERY == 0:
@@ -968,7 +973,10 @@ class SessionStore:
         return await self.file.read(lambda db: db.last_session(agent))
 
     def append(
-        self, session_id: str, event_json: bytes, then: Callable[[tuple[int, bytes]], None]
+        self,
+        session_id: str,
+        event_json: bytes,
+        then: Callable[[tuple[int, bytes] | BaseException], None],
     ) -> asyncio.Future[tuple[int, bytes]]:
         """Log an event of a session: its (seq, frame) once committed (`then` first)."""
         return self.file.write(_Event(self.agent, session_id, event_json), then)
