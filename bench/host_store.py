@@ -35,7 +35,7 @@ from pathlib import Path
 from coreagent_sdk import CallPeer, Peer, StaticDirectory
 
 REPO = Path(__file__).resolve().parent.parent
-BASELINE = "bac8030"  # main just before the store became the event log
+BASELINE = "37bc7d6"  # main just before the store became the event log landed
 PROMPT = "How is the cluster doing?"
 # Served by each side's own coreagent_sdk (what PYTHONPATH names), its store from the env.
 PEER = """
