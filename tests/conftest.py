@@ -47,7 +47,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_runtest_teardown(item: pytest.Item) -> None:
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     # trylast: after the fixtures' own teardown, which closes fleets and logs too.
     leaks = _WATCH.verdict()
     if leaks:
@@ -55,12 +55,18 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
             f"the canary token leaked during {item.nodeid}:\n  " + "\n  ".join(leaks[:10]),
             pytrace=False,
         )
-    changed = _STATE[0].changes() if _STATE else []
+    # A module-scoped fixture may hold state for its module's tests (a kernelspec's
+    # JUPYTER_PATH): the state is compared when the next test is another module's, once
+    # that fixture is torn down too.
+    module_done = nextitem is None or getattr(nextitem, "module", None) is not getattr(
+        item, "module", None
+    )
+    changed = _STATE[0].changes() if _STATE and module_done else []
     if changed:
         _STATE[0].restore()  # one leak fails one test, not every test after it
         pytest.fail(
-            f"{item.nodeid} left process-wide state changed (tests/process_state.py says how "
-            "to undo it):\n  " + "\n  ".join(changed[:10]),
+            f"{item.nodeid} (or an earlier test of its module) left process-wide state "
+            "changed (tests/process_state.py says how to undo it):\n  " + "\n  ".join(changed[:10]),
             pytrace=False,
         )
 

@@ -66,7 +66,10 @@ def _logger_state(logger: logging.Logger) -> tuple[Any, ...]:
 # dictConfig and log_level set them; Fleet.serve()'s access_log=False turns propagation off),
 # the same way each time: known, and left out. The level WARNING a host's config sets is
 # also what keeps its access lines, which quote URLs, out of the logs.
-_SET_BY_UVICORN = frozenset({"uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi"})
+# nbconvert's application (a traitlets Application) configures its own logger likewise.
+_SET_BY_UVICORN = frozenset(
+    {"uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi", "NbConvertApp"}
+)
 
 
 def _loggers() -> dict[str, tuple[Any, ...]]:
