@@ -13,6 +13,7 @@ or a `try/finally`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -23,6 +24,14 @@ from collections.abc import Callable
 from typing import Any
 
 from coreagent_sdk._scrub import LOG_FILTER
+
+# The vendor SDKs put a filter on their own logger when first imported (openai's
+# SensitiveHeadersFilter on "openai._base_client"). Imported here, before the snapshot, so
+# that filter is part of the state the session starts with: otherwise whichever test first
+# builds an adapter is blamed for it, and only in the orders where it runs first.
+for _vendor in ("openai", "anthropic"):
+    with contextlib.suppress(ImportError):
+        __import__(_vendor)
 
 __all__ = ["Snapshot"]
 
