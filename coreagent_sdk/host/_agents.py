@@ -53,6 +53,8 @@ class _Session(Protocol):
 
     def drop_streams(self) -> None: ...
 
+    def a_subscriber_waits(self) -> bool: ...
+
 
 class TurnFailed(Exception):
     """Raised by `Turn.error` to end the turn after its `turn-error` frame."""
@@ -172,7 +174,7 @@ class Turn:
         # commit of those pending runs then) so it shares the loop; its turn-complete waits
         # for the last commit, and a failed write ends the turn at its next event.
         self._session.log_event(event)
-        if self._session.unsent >= _BURST:
+        if self._session.unsent >= _BURST or self._session.a_subscriber_waits():
             await asyncio.sleep(0)
 
     async def say(self, text: str, *, finish_reason: str = "") -> None:

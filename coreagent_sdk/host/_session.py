@@ -127,6 +127,17 @@ class _Session:
             else:
                 queue.put_nowait(frame)
 
+    def a_subscriber_waits(self) -> bool:
+        """Whether a subscriber's writer waits for its client to take bytes.
+
+        A turn then yields after each event instead of each burst: a reader that is keeping
+        up (an in-process caller reading a long answer) takes a frame per loop pass, and a
+        burst committed at once while its writer waits would count whole against
+        SUBSCRIBER_QUEUE_LIMIT and cut it. A client that stopped reading is still dropped
+        at the limit; only the turn's writes share fewer commits meanwhile.
+        """
+        return any(subscriber.blocked for subscriber in self.subscribers)
+
     def publish(self, event: str, payload: dict[str, Any]) -> None:
         frame = encode_sse(event, payload)
         if self.unsent:

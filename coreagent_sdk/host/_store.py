@@ -663,7 +663,12 @@ def _remove(path: str) -> None:
 
 
 def _finalize(executor: concurrent.futures.ThreadPoolExecutor, db: list[_Db]) -> None:
-    # A host dropped without aclose(): close the file (and remove a temporary one).
+    # A host dropped without aclose(): close the file (and remove a temporary one). The
+    # collection that calls this may run on a store's worker thread, which cannot wait for
+    # its own end ("cannot join current thread"): another thread then does it.
+    if threading.current_thread().name.startswith(_WORKER_PREFIX):
+        threading.Thread(target=_finalize, args=(executor, db), daemon=True).start()
+        return
     executor.shutdown(wait=True)
     if db:
         db[0].close()
@@ -675,6 +680,8 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()
 
+
+_WORKER_PREFIX = "coreagent-host-store"  # the name of a store's worker thread
 
 _Waiting = tuple[_Write, "asyncio.Future[Any]", "Callable[[Any], None] | None"]
 _CHECKPOINT_EVERY = 256  # commits between two checkpoints of the write-ahead log
@@ -755,7 +762,7 @@ class StoreFile:
     def _start(self) -> concurrent.futures.ThreadPoolExecutor:
         if self._executor is None:
             self._executor = concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="coreagent-host-store"
+                max_workers=1, thread_name_prefix=_WORKER_PREFIX
             )
             self._finalizer = weakref.finalize(self, _finalize, self._executor, self._db)
         return self._executor

@@ -221,6 +221,36 @@ async def test_a_burst_published_before_the_writer_runs_reaches_an_in_process_ca
     host.stop()
 
 
+PIECE = 8 * 1024  # notebook 02's long answer: narration in pieces of 8 KiB, each its own event
+LONG = 10 * 1024 * 1024
+
+
+async def long_answer(turn: Turn) -> None:
+    for _ in range(LONG // PIECE):
+        await turn.narrate("x" * PIECE, tool="write")
+    await turn.say("done.")
+
+
+async def test_a_long_answer_in_many_events_reaches_an_in_process_caller_that_keeps_reading() -> (
+    None
+):
+    # A turn writes its events a burst at a time, committed and sent together; while the
+    # caller's writer waits on the transport (256 KiB unread), a burst counted whole against
+    # the 256-frame limit and cut a caller that was reading all along (notebook 02's 10 MB
+    # answer: StreamEndedError).
+    host = AgentHost("writer", behavior=long_answer, session_rate_limit=None)
+    async with CallPeer(
+        StaticDirectory([Peer("writer", "http://writer.test")]),
+        transport=ASGITransport(host.app),
+        timeout=60,
+        max_response_bytes=2 * LONG,
+    ) as tool:
+        reply = await tool.acall(peer="writer", prompt="go")
+    assert len(reply.response) > LONG and reply.response.endswith("done."), len(reply.response)
+    assert not reply.truncated
+    host.stop()
+
+
 async def test_a_burst_published_before_the_writer_runs_reaches_a_loopback_caller_whole(
     served_fan_out: str,
 ) -> None:
