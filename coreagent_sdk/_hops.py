@@ -119,9 +119,15 @@ def note(session_id: str, deadline: float, path: tuple[str, ...]) -> None:
 
 
 def forget(session_id: str) -> None:
-    """The call that opened `session_id` is over: a note its turn did not take goes."""
-    if session_id:
-        _noted.pop(session_id, None)
+    """The call that opened `session_id` is over: a turn that has not started yet has no time.
+
+    The note stays, its deadline now: on a loaded machine a turn can start after its caller
+    gave up, and one that inherited nothing would delegate afresh with a whole deadline of
+    its own (a cycle then ran a second chain of hops). Notes stay bounded by `_MAX_NOTES`.
+    """
+    hop = _noted.get(session_id) if session_id else None
+    if hop is not None and hop.deadline is not None:
+        _noted[session_id] = _Hop(min(hop.deadline, time.perf_counter()), hop.path)
 
 
 def _chain(path: Sequence[str]) -> str:

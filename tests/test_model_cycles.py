@@ -107,3 +107,16 @@ async def test_agents_in_a_cycle_stay_free_to_delegate_elsewhere_while_it_runs(p
         result = await asyncio.wait_for(cycling, 20)
     await fleet.aclose()
     assert "the delegation is a cycle" in result.response
+
+
+def test_a_turn_that_starts_after_its_caller_gave_up_has_no_time_to_delegate() -> None:
+    # On a loaded machine a turn can start after the call that asked for it timed out. It
+    # inherited nothing, so it delegated with a whole deadline of its own, and a cycle ran a
+    # second chain of hops (CI's rehearsal counted 22 turns where 15 is the bound).
+    from coreagent_sdk import _hops
+
+    _hops.note("s-late", time.perf_counter() + 10, ("a",))
+    _hops.forget("s-late")  # the caller gave up before the turn began
+    with _hops.entering("s-late", "a"):
+        late = _hops.budget(120.0)
+    assert late.seconds <= 0 and not late.whole and late.path == ("a", "a")
