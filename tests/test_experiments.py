@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import _thread
+import asyncio
 import concurrent.futures
 import json
 import math
 import pickle
+import signal
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,7 @@ import pytest
 
 from coreagent_sdk import FakeClock, Price, PriceTable, TurnStep
 from coreagent_sdk.models import ScriptedModel, when
-from simulator import Fleet, behaviors
+from simulator import Fleet, Turn, behaviors
 from simulator.experiments import (
     INTERVAL,
     Budget,
@@ -31,6 +33,7 @@ from simulator.experiments import (
     ScenarioError,
     Trial,
 )
+from simulator.experiments import _runner as experiments_runner
 from simulator.experiments._stats import newcombe, pass_at_k, pass_hat_k, wilson
 
 from .experiment_fleets import ANSWERS, CASES, build, flawed, routing, tokens_used
@@ -287,15 +290,23 @@ def test_an_interrupt_stops_the_run_keeping_the_trials_done_and_a_rerun_finishes
 
     def build_then_interrupt(trial: Trial) -> Fleet:
         built.append(1)
+        fleet = build(trial)
         if len(built) == 4:
-            _thread.interrupt_main()  # Ctrl-C, or a kernel's interrupt, as the 4th trial starts
-        return build(trial)
+            # Ctrl-C, or a kernel's interrupt, as the 4th trial starts: a real SIGINT to the
+            # main thread, which wakes its wait (_thread.interrupt_main() is seen only when
+            # the wait times out, by which time a quiet machine had run all nine trials).
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+            # And the 4th trial cannot end but by the interrupt's cancel, however late the
+            # main thread runs on a loaded machine.
+            fleet.remove_peer("router")
+            fleet.add_peer("router", behaviors.never_finish())
+        return fleet
 
     scenario = Scenario("stop", build_then_interrupt, cases=CASES, entry="router")
     experiment = Experiment(scenario, k=3)
     stopped = experiment.run(path, concurrency=1, progress=False)
     assert stopped.stopped == "interrupted"
-    assert 3 <= len(stopped) < 9  # the three done before it, at least; not all
+    assert len(stopped) == 3  # the three done before it; the one in flight is not kept
     assert len(Results.load(path)) == len(stopped)
     done = len(stopped)
     built.clear()
@@ -342,17 +353,45 @@ def test_a_cost_budget_needs_prices_and_stops_at_the_trial_that_reaches_it() -> 
         Experiment(routing(), k=1).run(budget=Budget(cost=1.0), progress=False)
 
 
-def test_a_wall_time_budget_cancels_the_running_trials_and_keeps_the_done_ones() -> None:
+class SteppedTime:
+    """The `time` module, with a monotonic clock that stands still until `step()` moves it."""
+
+    def __init__(self) -> None:
+        self.now = time.monotonic()
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def step(self, seconds: float) -> None:
+        self.now += seconds
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+def test_a_wall_time_budget_cancels_the_running_trials_and_keeps_the_done_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The run's clock moves only once the stuck trial runs, so the trials before it are done
+    # inside the budget however long a loaded machine takes over them.
+    clock = SteppedTime()
+    monkeypatch.setattr(experiments_runner, "time", clock)
+
+    async def stuck(turn: Turn) -> None:
+        clock.step(0.25)  # the budget's whole wall time, spent while this trial runs
+        await turn.narrate("working on it", tool="wait")
+        await asyncio.Event().wait()
+
     def build_stuck(trial: Trial) -> Fleet:
         fleet = build(trial)
         if trial.case.name == "logs":
             fleet.remove_peer("logs")
-            fleet.add_peer("logs", behaviors.never_finish())
+            fleet.add_peer("logs", behaviors.custom(stuck))
         return fleet
 
     scenario = Scenario("stuck", build_stuck, cases=CASES, entry="router")
     results = Experiment(scenario, k=1).run(
-        concurrency=1, budget=Budget(wall_time=2.0), progress=False
+        concurrency=1, budget=Budget(wall_time=0.25), progress=False
     )
     assert results.stopped == "budget: wall time"
     assert sorted(r["case"] for r in results.rows) == ["cpu", "disk"]
