@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import subprocess
+import time
 from collections.abc import AsyncIterator
 
 from coreagent_sdk.host import AgentHost, PeerRegistry
@@ -55,3 +57,54 @@ async def stored_frames(host: AgentHost, session_id: str) -> list[int]:
         ).fetchall()
     )
     return [size for (size,) in rows]
+
+
+def _cpu_wait(schedstat: str) -> float:
+    # The second field: nanoseconds the thread spent runnable, waiting for a core (Linux).
+    try:
+        with open(schedstat) as read:
+            return int(read.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0  # no /proc (another OS, or the process is gone): nothing is subtracted
+
+
+class Stopwatch:
+    """Seconds since it was made, less the time a process and this thread waited for a CPU.
+
+    A promise such as "stops within ten seconds" is about what a program waits for (its grace,
+    its timeouts, its peers' answers) and the work it does; on a loaded machine it also waits
+    its turn for a core, which no program can promise. Linux counts that wait per thread
+    (/proc/PID/schedstat). The larger of the process's main thread's and this thread's (which
+    serves the test's own hubs and peers) is taken off: their waits overlap in part, and the
+    larger is the least a loaded machine added. So load cannot break the bound, and a stop
+    that sleeps through a timeout still does.
+    """
+
+    def __init__(self, pid: int) -> None:
+        self._paths = (f"/proc/{pid}/schedstat", "/proc/thread-self/schedstat")
+        self._started = time.monotonic()
+        self._waited = self._cpu_waits()
+
+    def _cpu_waits(self) -> list[float]:
+        return [_cpu_wait(path) for path in self._paths]
+
+    def seconds(self) -> float:
+        """Read while the process exists (it may have exited, not yet been reaped)."""
+        waits = [now - then for now, then in zip(self._cpu_waits(), self._waited, strict=True)]
+        return time.monotonic() - self._started - max(waits)
+
+
+async def timed_exit(proc: subprocess.Popen[str], limit: float) -> tuple[int, float]:
+    """Wait at most `limit` s for the process to exit: its exit code and the seconds it took
+    from now, less its and this thread's waits for a CPU (`Stopwatch`).
+
+    The process is read once it has exited but before it is reaped (WNOWAIT), while /proc
+    still holds its counts."""
+    watch = Stopwatch(proc.pid)
+    if hasattr(os, "waitid"):
+        flags = os.WEXITED | os.WNOWAIT
+        await asyncio.wait_for(asyncio.to_thread(os.waitid, os.P_PID, proc.pid, flags), limit)
+    else:
+        await asyncio.wait_for(asyncio.to_thread(proc.wait), limit)
+    took = watch.seconds()
+    return proc.wait(), took

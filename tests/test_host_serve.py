@@ -30,7 +30,7 @@ from coreagent_sdk import (
 from coreagent_sdk.errors import PeerRequestError, UnknownPeerError
 from coreagent_sdk.host import AgentHost, MultiAgentHost, PeerRegistry, Turn
 from coreagent_sdk.host._inbox import inbox_block
-from tests.processes import reap, served_hub, stop_with_sigterm
+from tests.processes import reap, served_hub, stop_with_sigterm, timed_exit
 from tests.test_host_fidelity import JSON, frames, new_session, one_turn, split_at_turn
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -348,11 +348,11 @@ async def test_the_command_serves_an_agent_joins_and_a_sigterm_mid_turn_drains(
                     lambda e, p: e == "agent" and "thinking" in json.dumps(p["event"]),
                 )
             proc.send_signal(signal.SIGTERM)
-            started = time.monotonic()
+            exited = asyncio.create_task(timed_exit(proc, 30))
             assert (await call).response == "thinking\n\nmid-turn"  # drained, not cut off
-            code = await asyncio.wait_for(asyncio.to_thread(proc.wait), 10)
+            code, took = await exited
             assert code == 0, proc.stderr.read() if proc.stderr else ""
-            assert time.monotonic() - started < 10
+            assert took < 10, f"stopped in {took:.2f} s (not counting its waits for a CPU)"
         assert list(await directory.peers()) == []
         await directory.aclose()
     finally:
@@ -426,6 +426,7 @@ async def _mute_hub(peers: dict[str, str], seen: list[str]) -> tuple[asyncio.Ser
     return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
 
 
+@pytest.mark.slow  # a real process's 5 s grace spent whole, then a restart: 11 s
 async def test_the_command_stops_within_ten_seconds_whatever_its_hub_peer_and_callers_do(
     tmp_path: Path,
 ) -> None:
@@ -465,12 +466,10 @@ async def test_the_command_stops_within_ten_seconds_whatever_its_hub_peer_and_ca
             await slow.drain()
             await asyncio.sleep(0.2)
             proc.send_signal(signal.SIGTERM)
-            started = time.monotonic()
-            code = await asyncio.wait_for(asyncio.to_thread(proc.wait), 15)
-            took = time.monotonic() - started
+            code, took = await timed_exit(proc, 30)  # less its waits for a CPU under load
         errors = proc.stderr.read()
         assert code == 0, errors
-        assert took < 10, f"stopped in {took:.2f} s"
+        assert took < 10, f"stopped in {took:.2f} s (not counting its waits for a CPU)"
         assert "DELETE /peers/reg-asks_stalled" in seen  # it tried to leave the hub
         assert "Traceback" not in errors, errors  # a stop is no crash, whoever was mid-request
         # The store was closed whole: a restart serves the session's turn as it was cut.
