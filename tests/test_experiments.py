@@ -10,7 +10,6 @@ import pickle
 import signal
 import sqlite3
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from simulator.experiments import (
 from simulator.experiments import _runner as experiments_runner
 from simulator.experiments._stats import newcombe, pass_at_k, pass_hat_k, wilson
 
+from .clocks import SteppedTime
 from .experiment_fleets import ANSWERS, CASES, build, flawed, routing, tokens_used
 
 # Columns that differ between two runs of the same trial: wall times and the tree's timings.
@@ -351,22 +351,6 @@ def test_a_cost_budget_needs_prices_and_stops_at_the_trial_that_reaches_it() -> 
     assert len(results) == 2 and results.stopped == "budget: cost"
     with pytest.raises(ValueError, match="prices"):
         Experiment(routing(), k=1).run(budget=Budget(cost=1.0), progress=False)
-
-
-class SteppedTime:
-    """The `time` module, with a monotonic clock that stands still until `step()` moves it."""
-
-    def __init__(self) -> None:
-        self.now = time.monotonic()
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def step(self, seconds: float) -> None:
-        self.now += seconds
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(time, name)
 
 
 def test_a_wall_time_budget_cancels_the_running_trials_and_keeps_the_done_ones(

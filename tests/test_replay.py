@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +16,10 @@ from coreagent_sdk import (
     TurnComplete,
 )
 from coreagent_sdk.errors import PeerTurnError
-from simulator import Fleet, behaviors
+from simulator import Fleet, Turn, behaviors
+from simulator import _replay as replay_module
 
+from .clocks import SteppedTime
 from .conftest import CONFORMANCE, load_fixture
 
 
@@ -157,20 +158,31 @@ async def test_a_replay_substitutes_the_session_id_where_ids_are_and_leaves_text
     }
 
 
-async def test_replay_keeps_the_recorded_pacing_scaled_by_speed_or_none_at_all() -> None:
+async def test_replay_keeps_the_recorded_pacing_scaled_by_speed_or_none_at_all(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The replay's clock moves only by the turn's own sleeps, which are counted, not slept:
+    # the gaps it asks for are exact however slowly a loaded machine runs the rest.
+    clock = SteppedTime()
+    gaps: dict[str, list[float]] = {}  # session id -> the sleeps its turn asked for
+
+    async def sleep(turn: Turn, seconds: float) -> None:
+        gaps.setdefault(turn.session_id, []).append(seconds)
+        clock.step(seconds)
+
+    monkeypatch.setattr(replay_module, "time", clock)
+    monkeypatch.setattr(Turn, "sleep", sleep)
     rec = recording_of(inject(0.0), agent("first", 2.0), agent("done", 3.0))
     fleet = Fleet()
     fleet.add_peer("paced", behaviors.replay(rec, speed=10.0))  # 0.2 s: a tenth of 2 s
     fleet.add_peer("fast", behaviors.replay(rec))
     async with fleet.call_peer(timeout=5) as tool:
-        started = time.monotonic()
         paced = await tool.acall(peer="paced", prompt="go")
-        paced_s = time.monotonic() - started
-        started = time.monotonic()
         fast = await tool.acall(peer="fast", prompt="go")
-        fast_s = time.monotonic() - started
+    await fleet.aclose()
     assert paced.response == fast.response == "first"  # "first" is final text: the turn ends
-    assert paced_s >= 0.2 and fast_s < 0.2
+    assert gaps[paced.session_id][0] == pytest.approx(0.2)  # the recorded 2 s at 10x speed
+    assert fast.session_id not in gaps  # speed=None: no pacing at all
 
 
 async def test_each_turn_of_a_session_replays_the_next_recorded_turn_then_says_it_ran_out() -> None:
