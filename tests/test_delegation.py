@@ -20,6 +20,7 @@ from coreagent_sdk import (
     Peer,
     StaticDirectory,
 )
+from coreagent_sdk import _call_peer as call_peer_module
 from coreagent_sdk.errors import PeerTurnError
 from simulator import Fleet, behaviors
 
@@ -224,7 +225,48 @@ async def test_a_callees_calls_get_half_the_time_its_caller_left_so_the_caller_h
     )
 
 
-async def test_a_fan_out_reports_a_failed_peer_beside_the_others_answers() -> None:
+class HeldDeadlines:
+    """call_peer's deadline for calls of `seconds`, passing once `after` other such calls ended.
+
+    Never by the clock: on a loaded machine a real 0.3 s could pass before a peer that answers
+    has, and time its call out too. The deadline itself is tested against the clock elsewhere.
+    """
+
+    def __init__(self, seconds: float, after: int) -> None:
+        self.seconds, self.after = seconds, after
+        self.ended = 0
+        self.changed = asyncio.Event()
+        self.real = call_peer_module.within
+
+    async def within(self, seconds: float, coro: Any) -> Any:
+        if abs(seconds - self.seconds) > 1e-9:
+            return await self.real(seconds, coro)
+        call = asyncio.ensure_future(coro)
+        try:
+            for _ in range(100):  # bounded: each round waits for the call or for one to end
+                if call.done():
+                    return call.result()
+                if self.ended >= self.after:
+                    call.cancel()
+                    await asyncio.gather(call, return_exceptions=True)
+                    raise asyncio.TimeoutError
+                self.changed.clear()
+                changed = asyncio.ensure_future(self.changed.wait())
+                await asyncio.wait({call, changed}, return_when=asyncio.FIRST_COMPLETED)
+                changed.cancel()
+            raise AssertionError("HeldDeadlines: more than 100 rounds")
+        finally:
+            call.cancel()
+            self.ended += 1
+            self.changed.set()
+
+
+async def test_a_fan_out_reports_a_failed_peer_beside_the_others_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The stuck peer's call times out once the other two have ended, however slowly.
+    deadlines = HeldDeadlines(0.3, after=2)
+    monkeypatch.setattr(call_peer_module, "within", deadlines.within)
     fleet = Fleet()
     fleet.add_peer(
         "lead", behaviors.fan_out(via=fleet, peers=["ok", "broken", "stuck"], timeout=0.3)
