@@ -15,6 +15,7 @@ from coreagent_sdk.jupyter import run_sync
 from coreagent_sdk.widgets import CacheView, CallLogView, FleetView
 from simulator import Fleet, SimulatedBuilder, SimulatedConfigLoader, behaviors
 
+from .clocks import SteppedTime
 from .html_parse import Page
 
 pytest.importorskip("ipywidgets")
@@ -196,21 +197,21 @@ async def test_a_live_view_shows_sync_calls_made_in_a_running_loop_and_the_async
 
 
 def test_a_view_whose_event_loop_has_closed_still_draws_the_events_that_follow() -> None:
+    clock = SteppedTime()  # the throttle's clock moves by hand, not with a loaded machine
+
     async def build() -> CallLogView:
         view = CallLogView(min_interval=0.02)
+        view._throttle._timer = clock.monotonic
         view.on_event(CallPeerEvent("started", "call_peer", "p", call_id=1))  # draws at once
         view.on_event(CallPeerEvent("finished", "call_peer", "p", call_id=1))  # a redraw is due
         return view
 
     view = asyncio.run(build())  # its loop closes with that redraw still due
-    deadline = time.monotonic() + 3
-    call_id = 1
-    while f"CallLog: {call_id} (finished {call_id})" not in Page(view.widget.value).text:
-        assert time.monotonic() < deadline, f"the view froze at {Page(view.widget.value).text!r}"
-        call_id += 1  # no loop any more: each event draws once the interval has passed
-        view.on_event(CallPeerEvent("finished", "call_peer", "p", call_id=call_id))
-        time.sleep(0.005)
-    assert call_id > 1
+    view.on_event(CallPeerEvent("finished", "call_peer", "p", call_id=2))
+    assert "finished" not in Page(view.widget.value).text  # inside the interval: not yet
+    clock.step(0.02)  # no loop any more: the next event draws once the interval has passed
+    view.on_event(CallPeerEvent("finished", "call_peer", "p", call_id=3))
+    assert "CallLog: 3 (finished 3)" in Page(view.widget.value).text
     view.close()
 
 
