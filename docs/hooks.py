@@ -20,7 +20,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import mkdocs_jupyter.nbconvert2 as nbconvert2
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File, Files
@@ -53,7 +52,7 @@ _HEADING = re.compile(r'<h([1-6])\b[^>]*\bid="([^"]+)"[^>]*>(.*?)</h\1>', re.S)
 _ANCHOR = re.compile(r'<a class="anchor-link"[^>]*>.*?</a>', re.S)
 _TAG = re.compile(r"<[^>]+>")
 
-_original_app = nbconvert2.get_nbconvert_app
+_original_app: Any = None
 
 
 def _static_nbconvert_app(*args: Any, **kwargs: Any) -> Any:
@@ -69,7 +68,22 @@ def _static_nbconvert_app(*args: Any, **kwargs: Any) -> Any:
     return app
 
 
-nbconvert2.get_nbconvert_app = _static_nbconvert_app
+def static_notebooks() -> None:
+    """Make mkdocs-jupyter's notebook pages static (`STATIC_PRIORITY`); once is enough."""
+    global _original_app
+    # Imported here, not with the module: it imports nbformat and jsonschema, seconds of CPU
+    # that a build without notebooks (the tests' one-page sites) need not pay.
+    import mkdocs_jupyter.nbconvert2 as nbconvert2
+
+    if nbconvert2.get_nbconvert_app is not _static_nbconvert_app:
+        _original_app = nbconvert2.get_nbconvert_app
+        nbconvert2.get_nbconvert_app = _static_nbconvert_app
+
+
+def on_config(config: Any) -> Any:
+    if "mkdocs-jupyter" in config["plugins"]:
+        static_notebooks()
+    return config
 
 
 def strip_loaders(page: str) -> str:

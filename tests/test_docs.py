@@ -287,6 +287,7 @@ def test_a_converted_notebook_shows_a_views_html_and_loads_no_widget_manager(
     from mkdocs_jupyter import convert
 
     hooks = _hooks()
+    hooks.static_notebooks()  # as a build with the mkdocs-jupyter plugin does
     notebook = tmp_path / "views.ipynb"
     source = "from coreagent_sdk.widgets import CallLogView\nview = CallLogView()\nview"
     made = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
@@ -311,9 +312,10 @@ def _undocumented_members() -> set[str]:
     )
     loader = griffe.GriffeLoader(extensions=extensions, search_paths=[str(ROOT)])
     undocumented = set()
+    packages: dict[str, griffe.Module] = {}  # each loaded once: a load parses all its modules
     for module in MODULES:
         top, _, rest = module.__name__.partition(".")
-        loaded = loader.load(top)
+        loaded = packages.get(top) or packages.setdefault(top, loader.load(top))
         static = loaded[rest] if rest else loaded
         for name in _names(module):
             target = static[name]
@@ -454,6 +456,7 @@ def test_the_build_fails_on_a_missing_or_excluded_image_and_on_a_tag_that_is_not
     assert complaint in done.stderr, done.stderr[-2000:]
 
 
+@pytest.mark.slow  # the site fixture builds the whole site (mkdocs)
 def test_the_site_ships_the_diagram_the_delegation_trees_guide_shows(site: Path) -> None:
     # `exclude_docs: diagrams/` once excluded docs/assets/diagrams/ too: a broken image.
     assert (site / "assets" / "diagrams" / "delegation-tree.svg").is_file()
