@@ -7,8 +7,22 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
+
+
+def jupyter() -> tuple[ModuleType, ModuleType]:
+    """nbformat and nbclient (ipykernel installed too), or the calling test is skipped.
+
+    Called by the tests that run, not at the top of their modules: nbformat imports jsonschema
+    (with rfc3987_syntax, which builds 38 grammars), seconds of CPU that every xdist worker
+    paid at collection for these slow-group modules even in the fast run, which leaves them out.
+    """
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    return nbformat, nbclient
 
 
 @contextlib.contextmanager

@@ -21,18 +21,18 @@ from collections.abc import Iterator
 
 import pytest
 
-# Imported now, before the freeze: importing hypothesis runs its plugins' entry points, and
-# trio's registers a PRNG after checking, with the garbage collector, that something refers
-# to it. Left to hypothesis's pytest plugin, which imports it for its terminal summary, that
-# happened at the session's end: after gc.freeze() the check finds no referrer and warns, an
-# error under `filterwarnings = error` (a run of files that never import hypothesis exited
-# 1 after every test passed).
-with contextlib.suppress(ImportError):
-    import hypothesis  # noqa: F401
-
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
+    # hypothesis is imported before the freeze: importing it runs its plugins' entry points,
+    # and trio's registers a PRNG after checking, with the garbage collector, that something
+    # refers to it. Left to hypothesis's pytest plugin, which imports it for its terminal
+    # summary, that happened at the session's end: after gc.freeze() the check finds no
+    # referrer and warns, an error under `filterwarnings = error` (a run of files that never
+    # import hypothesis exited 1 after every test passed). Here, where tests run, not at
+    # import: xdist's controller loads this plugin too, and never freezes.
+    with contextlib.suppress(ImportError):
+        import hypothesis  # noqa: F401
     gc.collect()
     gc.freeze()
 

@@ -25,14 +25,6 @@ from typing import Any
 
 from coreagent_sdk._scrub import LOG_FILTER
 
-# The vendor SDKs put a filter on their own logger when first imported (openai's
-# SensitiveHeadersFilter on "openai._base_client"). Imported here, before the snapshot, so
-# that filter is part of the state the session starts with: otherwise whichever test first
-# builds an adapter is blamed for it, and only in the orders where it runs first.
-for _vendor in ("openai", "anthropic"):
-    with contextlib.suppress(ImportError):
-        __import__(_vendor)
-
 __all__ = ["Snapshot"]
 
 _SIGNALS = tuple(
@@ -75,9 +67,11 @@ def _logger_state(logger: logging.Logger) -> tuple[Any, ...]:
 # dictConfig and log_level set them; Fleet.serve()'s access_log=False turns propagation off),
 # the same way each time: known, and left out. The level WARNING a host's config sets is
 # also what keeps its access lines, which quote URLs, out of the logs.
-# nbconvert's application (a traitlets Application) configures its own logger likewise.
+# nbconvert's application (a traitlets Application) configures its own logger likewise, and
+# lark gives its own a handler and the level CRITICAL when first imported (by jsonschema,
+# under nbformat, which a test may be the first to import).
 _SET_BY_UVICORN = frozenset(
-    {"uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi", "NbConvertApp"}
+    {"uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi", "NbConvertApp", "lark"}
 )
 
 
@@ -114,6 +108,15 @@ class Snapshot:
     """The process-wide state a test could change, as it was when taken."""
 
     def __init__(self) -> None:
+        # The vendor SDKs put a filter on their own logger when first imported (openai's
+        # SensitiveHeadersFilter on "openai._base_client"). Imported before the snapshot, so
+        # that filter is part of the state the session starts with: otherwise whichever test
+        # first builds an adapter is blamed for it, and only in the orders where it runs
+        # first. (Here, not at import: xdist's controller, which runs no test, loads this
+        # module too, and need not pay seconds for them.)
+        for vendor in ("openai", "anthropic"):
+            with contextlib.suppress(ImportError):
+                __import__(vendor)
         self.environ = dict(os.environ)
         self.cwd = os.getcwd()
         self.policy = _policy()

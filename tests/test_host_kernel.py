@@ -16,11 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.kernels import own_kernel
-
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-pytest.importorskip("ipykernel")
+from tests.kernels import jupyter, own_kernel
 
 pytestmark = pytest.mark.slow  # a real Jupyter kernel, interrupted
 
@@ -70,6 +66,7 @@ def _printed(cell: object) -> str:
 def test_interrupting_a_cell_in_a_kernel_leaves_the_host_it_serves_running(
     kernel_name: str, tmp_path: Path
 ) -> None:
+    nbformat, nbclient = jupyter()
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [nbformat.v4.new_code_cell(s) for s in (SERVE, HUNG, AFTER)]
     notebook.cells[1].metadata["tags"] = ["raises-exception"]  # the interrupted cell

@@ -21,12 +21,8 @@ from typing import Any
 import pytest
 
 from .html_parse import Page
-from .kernels import own_kernel
+from .kernels import jupyter, own_kernel
 from .loopback_guard import LOOPBACK
-
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-pytest.importorskip("ipykernel")
 
 # Kernels execute every notebook; one xdist worker runs them all, so each runs once.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("notebook-kernels")]
@@ -102,6 +98,7 @@ def test_there_are_seven_notebooks() -> None:
 def test_each_notebook_is_committed_without_outputs_and_opens_with_what_it_shows(
     path: Path,
 ) -> None:
+    nbformat, _ = jupyter()
     notebook = nbformat.read(path, as_version=4)
     nbformat.validate(notebook)
     for cell in notebook.cells:
@@ -113,6 +110,7 @@ def test_each_notebook_is_committed_without_outputs_and_opens_with_what_it_shows
 
 
 def test_the_delegation_notebook_makes_a_sync_call_in_a_cell() -> None:
+    nbformat, _ = jupyter()
     notebook = nbformat.read(NOTEBOOKS[0], as_version=4)
     sources = [c.source for c in notebook.cells if c.cell_type == "code"]
     assert any("= call_peer(peer=" in s and "await" not in s for s in sources)
@@ -227,6 +225,7 @@ class Run:
 @pytest.fixture(scope="module")
 def runs(kernel_name: str) -> dict[str, Run]:
     """Every notebook, each in a fresh kernel, all at once (kernels start in parallel)."""
+    nbformat, nbclient = jupyter()
 
     async def run(path: Path) -> tuple[str, Run]:
         notebook = nbformat.read(path, as_version=4)
