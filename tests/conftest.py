@@ -17,7 +17,15 @@ from .process_state import Snapshot
 
 pytest_plugins = ["pytester", "tests.leftovers"]
 
-__all__ = ["CANARY", "Reach", "ReachFactory", "load_fixture"]
+__all__ = ["CANARY", "PLAIN_PYTEST", "Reach", "ReachFactory", "load_fixture"]
+
+# Options for a pytester run in a subprocess (a user's project): the plugins a user's run of
+# those tests has nothing to do with stay out, which saves most of a second of startup each
+# (pytester's runs are the fast suite's costliest tests after the docs' builds).
+PLAIN_PYTEST = (
+    *("-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:xdist", "-p", "no:xdist.looponfail"),
+    *("-p", "no:hypothesispytest", "-p", "no:respx", "-p", "no:platformdirs"),
+)
 
 # One canary token for the whole run (see tests/canary.py): use it for every token
 # a test sends, and the watch proves it never surfaced in an error, repr, log or event.

@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from .conftest import PLAIN_PYTEST
+
 USER_TESTS = """
 from simulator import behaviors
 
@@ -22,7 +24,7 @@ def test_each_test_gets_a_fresh_fleet(fleet):
 
 def test_a_users_test_gets_a_simulated_fleet_in_one_line(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_user=USER_TESTS)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(*PLAIN_PYTEST)
     result.assert_outcomes(passed=2)
 
 
@@ -59,7 +61,7 @@ def test_a_project_with_its_own_simulator_package_still_gets_the_fleet_fixture(
 ) -> None:
     pytester.mkpydir("simulator").joinpath("__init__.py").write_text("THEIRS = True\n")
     pytester.makepyfile(test_theirs=THEIR_TESTS)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(*PLAIN_PYTEST)
     result.assert_outcomes(passed=2)
 
 
@@ -114,7 +116,7 @@ def test_the_fleet_fixture_is_configured_by_marker_and_by_factory(
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makepyfile(test_configured=CONFIGURED_TESTS)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--strict-markers")
+    result = pytester.runpytest_subprocess(*PLAIN_PYTEST, "--strict-markers")
     result.assert_outcomes(passed=4, failed=1, errors=1)
     result.stdout.fnmatch_lines(
         [
@@ -170,7 +172,7 @@ def test_a_fixture_fleet_served_and_left_open_is_closed_at_teardown(
         "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
     )
     pytester.makepyfile(test_serving=SERVING_TESTS)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "error")
+    result = pytester.runpytest_subprocess(*PLAIN_PYTEST, "-W", "error")
     output = result.stdout.str() + result.stderr.str()
     assert "unclosed" not in output
     assert "SystemError" not in output
@@ -200,7 +202,7 @@ def test_under_anyios_trio_backend_a_call_says_the_sdk_needs_asyncio_with_the_fi
 ) -> None:
     pytest.importorskip("trio")
     pytester.makepyfile(test_anyio=ANYIO_TESTS)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:asyncio")
+    result = pytester.runpytest_subprocess(*PLAIN_PYTEST, "-p", "no:asyncio")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -260,7 +262,7 @@ def test_the_guides_module_scoped_fleet_is_whole_again_in_every_test(
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makepyfile(test_shared=SHARED_TESTS)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(*PLAIN_PYTEST)
     result.assert_outcomes(passed=3)
 
 
@@ -299,7 +301,7 @@ def test_raise_behavior_errors_turns_a_quiet_pass_into_an_error_with_the_traceba
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makepyfile(test_buggy=BUGGY_BEHAVIOUR_TESTS)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(*PLAIN_PYTEST)
     result.assert_outcomes(passed=2, errors=1)
     result.stdout.fnmatch_lines(
         [

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import PLAIN_PYTEST
+
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 PYTHON_BLOCKS = re.findall(r"```python\n(.*?)```", README, re.S)
 
@@ -63,7 +65,7 @@ def test_the_readme_is_a_front_door_not_a_lab_notebook() -> None:
 def test_the_fixture_example_passes_as_a_users_test(pytester: pytest.Pytester) -> None:
     example = next(b for b in PYTHON_BLOCKS if "def test_" in b)
     pytester.makepyfile(test_from_readme=example)
-    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    pytester.runpytest_subprocess(*PLAIN_PYTEST).assert_outcomes(passed=1)
 
 
 def test_the_readmes_python_blocks_are_formatted_as_ruff_formats_them() -> None:
