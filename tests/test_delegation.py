@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import time
 from typing import Any
@@ -21,6 +22,7 @@ from coreagent_sdk import (
     StaticDirectory,
 )
 from coreagent_sdk import _call_peer as call_peer_module
+from coreagent_sdk._hops import MIN_BUDGET
 from coreagent_sdk.errors import PeerTurnError
 from simulator import Fleet, behaviors
 
@@ -138,15 +140,23 @@ def opened(fleet: Fleet, *names: str) -> int:
     return sum(len(fleet.peer(n).sessions) - 1 for n in names)
 
 
+# A cycle's first hop's timeout. It ends by the halving (a hop with under 1 ms left is not
+# asked), in milliseconds when each hop is quick; on a loaded machine a deep hop times out
+# first, as it should, and the answer still names the cycle: but with a 1 s timeout the top
+# hops themselves ran out (a hop took 0.2 s at load 18) and the answer named no cycle.
+CYCLE_TIMEOUT = 8.0
+CYCLE_HOPS = math.ceil(math.log2(CYCLE_TIMEOUT / MIN_BUDGET))  # 13
+
+
 @pytest.mark.parametrize("mode", ["in-process", "loopback"])
-async def test_a_cycle_ends_by_itself_within_ten_hops_and_its_answer_names_the_cycle(
+async def test_a_cycle_ends_by_itself_within_a_few_hops_and_its_answer_names_the_cycle(
     mode: str,
 ) -> None:
     fleet = Fleet()
-    fleet.add_peer("a", behaviors.delegate("b", via=fleet, timeout=1.0))
-    fleet.add_peer("b", behaviors.delegate("a", via=fleet, timeout=1.0))
+    fleet.add_peer("a", behaviors.delegate("b", via=fleet, timeout=CYCLE_TIMEOUT))
+    fleet.add_peer("b", behaviors.delegate("a", via=fleet, timeout=CYCLE_TIMEOUT))
     served = await fleet.serve() if mode == "loopback" else None
-    tool = served.call_peer(timeout=5) if served else fleet.call_peer(timeout=5)
+    tool = served.call_peer(timeout=30) if served else fleet.call_peer(timeout=30)
     started = time.monotonic()
     try:
         result = await tool.acall(peer="a", prompt="ask the other one")
@@ -169,10 +179,10 @@ async def test_a_cycle_ends_by_itself_within_ten_hops_and_its_answer_names_the_c
         'the delegation is a cycle, "b" -> "a" -> "b"' in result.response
     )
     assert "raise timeout" not in result.response
-    # Each hop hands on half the time it has: 1 s halves below 1 ms in ten hops, so the
-    # cycle opens at most ten sessions besides the first caller's (all of it: hundreds).
-    assert 3 <= opened(fleet, "a", "b") <= 11
-    assert elapsed < 1.0 + 0.5  # within a's own deadline (plus scheduling slack)
+    # Each hop hands on half the time it has: 8 s halves below 1 ms in 13 hops, so the
+    # cycle opens at most 13 sessions besides the first caller's (all of it: hundreds).
+    assert 3 <= opened(fleet, "a", "b") <= CYCLE_HOPS + 1
+    assert elapsed < CYCLE_TIMEOUT + 0.5  # within a's own deadline (plus scheduling slack)
     assert running == {}
 
 
@@ -211,14 +221,16 @@ async def test_a_callees_calls_get_half_the_time_its_caller_left_so_the_caller_h
     fleet = Fleet()
     fleet.add_peer("front", behaviors.delegate("back", via=fleet, timeout=30))
     fleet.add_peer("back", behaviors.never_finish())
-    async with fleet.call_peer(timeout=0.4) as tool:
+    # 2 s, of which the hop has half: the other half is the margin to report back in, which a
+    # loaded machine used up at 0.4 s (0.2 s each).
+    async with fleet.call_peer(timeout=2) as tool:
         started = time.monotonic()
         result = await tool.acall(peer="front", prompt="go")
         took = time.monotonic() - started
     await fleet.aclose()
-    assert took < 0.4
+    assert took < 2
     assert re.fullmatch(
-        r'back: failed: call_peer: peer "back" did not answer within this hop\'s 0\.\d+ s, '
+        r'back: failed: call_peer: peer "back" did not answer within this hop\'s (0\.9\d+|1) s, '
         r'half the time its caller left it \(the delegation "front"\); give the first caller '
         r"a longer timeout, or make the tree shallower",
         result.response,
@@ -485,12 +497,13 @@ async def test_a_cycle_ends_even_when_the_directory_names_peers_by_other_names()
 
         return make
 
-    fleet.add_peer("a", behaviors.delegate("alias-of-b", via=aliased("alias-of-b", "b"), timeout=1))
-    fleet.add_peer("b", behaviors.delegate("alias-of-a", via=aliased("alias-of-a", "a"), timeout=1))
-    async with fleet.call_peer(timeout=5) as tool:
+    options = {"timeout": CYCLE_TIMEOUT}
+    fleet.add_peer("a", behaviors.delegate("alias-of-b", via=aliased("alias-of-b", "b"), **options))
+    fleet.add_peer("b", behaviors.delegate("alias-of-a", via=aliased("alias-of-a", "a"), **options))
+    async with fleet.call_peer(timeout=30) as tool:
         result = await tool.acall(peer="a", prompt="ask the other one")
     await fleet.aclose()
     assert re.search(
         r'the delegation is a cycle, "(a" -> "b" -> "a|b" -> "a" -> "b)"', result.response
     )
-    assert 3 <= opened(fleet, "a", "b") <= 11
+    assert 3 <= opened(fleet, "a", "b") <= CYCLE_HOPS + 1
