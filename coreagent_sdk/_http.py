@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 
 from ._inflate import body_chunks
+from ._network import NetworkTransport
 from ._rate_limit import retry_after_seconds
 from ._scrub import install_log_filter, scrub_chain, server_text, slack
 from .errors import (
@@ -44,14 +45,18 @@ MAX_JSON_BYTES = 4 * 1024 * 1024
 # A delegation holds its event stream open while it injects, so two
 # connections per call are in use at once; httpx's default pool of 100 would
 # deadlock past 50 concurrent calls. Streams are bounded by deadlines instead.
-# Few idle connections are kept: httpcore scans (and probes) every pooled
-# connection on every request, which made 250 concurrent calls on loopback
-# 3x slower with 128 kept. Idle ones expire before common server keep-alive
-# timeouts (uvicorn: 5 s), so a reused connection is never one being closed.
+# httpx's own pool (the host's transport, `_LIMITS`) keeps few idle connections:
+# httpcore scans (and probes) every pooled connection on every request, which
+# made 250 concurrent calls on loopback 3x slower with 128 kept. The SDK's own
+# clients use `NetworkTransport`, whose steps cost O(1), and keep more. Idle
+# ones expire before common server keep-alive timeouts (uvicorn: 5 s), so a
+# reused connection is never one being closed.
 _KEEPALIVE = 32
+_KEEPALIVE_EXPIRY = 4.0
 _LIMITS = httpx.Limits(
-    max_connections=None, max_keepalive_connections=_KEEPALIVE, keepalive_expiry=4.0
+    max_connections=None, max_keepalive_connections=_KEEPALIVE, keepalive_expiry=_KEEPALIVE_EXPIRY
 )
+_IDLE = 256  # idle connections the SDK's own pool keeps when its connections are not capped
 DEFAULT_HTTP_TIMEOUT = httpx.Timeout(30.0)
 
 
@@ -85,22 +90,16 @@ def make_http_client(
     A request waiting for a free connection waits without a timer of its own:
     the caller's deadline bounds the wait, as it bounds everything else.
     """
-    # An in-process transport never dials: only the real network needs the context.
-    verify: ssl.SSLContext | bool = _shared_ssl_context() if transport is None else True
-    limits = _LIMITS
-    if max_connections is not None:
-        limits = httpx.Limits(
+    if transport is None:
+        # The real network: a pool whose steps cost O(1) however many connections it holds
+        # (httpx's own walks them all per request), so it may keep as many idle as it caps.
+        transport = NetworkTransport(
             max_connections=max_connections,
-            max_keepalive_connections=min(max_connections, _KEEPALIVE),
-            keepalive_expiry=_LIMITS.keepalive_expiry,
+            max_idle=_IDLE if max_connections is None else max(max_connections, _KEEPALIVE),
+            keepalive_expiry=_KEEPALIVE_EXPIRY,
+            verify=_shared_ssl_context(),
         )
-    return httpx.AsyncClient(
-        transport=transport,
-        limits=limits,
-        timeout=DEFAULT_HTTP_TIMEOUT,
-        trust_env=False,
-        verify=verify,
-    )
+    return httpx.AsyncClient(transport=transport, timeout=DEFAULT_HTTP_TIMEOUT, trust_env=False)
 
 
 async def read_bounded(response: httpx.Response, limit: int) -> tuple[bytearray, bool]:
