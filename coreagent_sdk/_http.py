@@ -99,7 +99,37 @@ def make_http_client(
             keepalive_expiry=_KEEPALIVE_EXPIRY,
             verify=_shared_ssl_context(),
         )
-    return httpx.AsyncClient(transport=transport, timeout=DEFAULT_HTTP_TIMEOUT, trust_env=False)
+    return _Client(transport=transport, timeout=DEFAULT_HTTP_TIMEOUT, trust_env=False)
+
+
+class _NoCookies(httpx.Cookies):
+    """A jar that keeps nothing a server sets."""
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        return None
+
+    def set(self, name: str, value: str, domain: str = "", path: str = "/") -> None:
+        raise AttributeError("http: the SDK's own clients keep no cookies")
+
+
+class _Client(httpx.AsyncClient):
+    """httpx's client without a cookie jar, as the daemon's Go client has none.
+
+    A jar would keep a peer's `Set-Cookie` and send it to every peer on the same
+    host, whatever its port (cookies ignore ports); and reading each answer's
+    headers for cookies cost a tenth of a delegation's CPU.
+    """
+
+    @property
+    def cookies(self) -> httpx.Cookies:
+        return _NO_COOKIES
+
+    @cookies.setter
+    def cookies(self, cookies: Any) -> None:
+        raise AttributeError("http: the SDK's own clients keep no cookies")
+
+
+_NO_COOKIES = _NoCookies()
 
 
 async def read_bounded(response: httpx.Response, limit: int) -> tuple[bytearray, bool]:

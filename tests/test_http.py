@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from coreagent_sdk import CallPeer, HubDirectory
+from coreagent_sdk import AttachClient, CallPeer, HubDirectory
 from simulator import Fleet, behaviors
 
 
@@ -38,3 +38,44 @@ async def test_sync_calls_over_the_network_build_the_ssl_context_at_most_once_pe
         await tool.aclose()
     await fleet.aclose()
     assert len(made) <= 1, f"{len(made)} SSL contexts were built for 3 sync calls"
+
+
+async def test_the_sdks_clients_send_no_cookie_a_server_set_to_it_or_another_port() -> None:
+    # Cookies ignore ports: a jar would hand one peer's cookie to every peer on its host.
+    # The daemon's Go client keeps none either.
+    seen: list[bytes] = []
+    handlers: list[asyncio.Future[Any]] = []
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        handlers.append(asyncio.current_task())  # type: ignore[arg-type]
+        try:
+            while True:
+                try:
+                    seen.append(await reader.readuntil(b"\r\n\r\n"))
+                except asyncio.IncompleteReadError:
+                    return  # the client closed its connection
+                body = b'{"identity": "me"}'
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    b"Set-Cookie: session=stolen; Path=/\r\n"
+                    b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+                )
+                await writer.drain()
+        finally:
+            writer.close()
+
+    servers = [await asyncio.start_server(answer, "127.0.0.1", 0) for _ in range(2)]
+    try:
+        for server in (*servers, servers[0]):
+            port = server.sockets[0].getsockname()[1]
+            async with AttachClient(f"http://127.0.0.1:{port}") as client:
+                assert (await client.whoami()).identity == "me"
+                assert (await client.whoami()).identity == "me"
+        # Each client closed its connection on leaving: the handlers end on their own.
+        await asyncio.wait_for(asyncio.gather(*handlers), 10)
+    finally:
+        for server in servers:
+            server.close()
+            await server.wait_closed()
+    assert len(seen) == 6
+    assert not [head for head in seen if b"cookie:" in head.lower()]
