@@ -6,6 +6,8 @@ in one process pinned to core 0 and the caller in another pinned to core 1
 short streamed chunks and a final answer, the caller reading all of it.
 
 - coreagent: `CallPeer` -> `AgentHost` (served as `AgentHost.serve()` serves it)
+- coreagent-httpx: the same, the caller over httpx's own transport and pool (the SDK's
+  network path before `NetworkTransport`), a baseline for the caller's side
 - a2a-stream / a2a-send: the A2A SDK's JSON-RPC server and client, the
   answer streamed (`SendStreamingMessage`) or returned whole (`SendMessage`)
 - mcp-kept / mcp-fresh: the MCP SDK's streamable-HTTP server, a tool
@@ -38,9 +40,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-CONTENDERS = ("coreagent", "a2a-stream", "a2a-send", "mcp-kept", "mcp-fresh")
-SERVERS = {"coreagent": "coreagent", "a2a-stream": "a2a", "a2a-send": "a2a", "mcp-kept": "mcp",
-           "mcp-fresh": "mcp"}  # fmt: skip
+CONTENDERS = ("coreagent", "coreagent-httpx", "a2a-stream", "a2a-send", "mcp-kept", "mcp-fresh")
+SERVERS = {"coreagent": "coreagent", "coreagent-httpx": "coreagent", "a2a-stream": "a2a",
+           "a2a-send": "a2a", "mcp-kept": "mcp", "mcp-fresh": "mcp"}  # fmt: skip
 CHUNKS = ("Checking the cluster. ", "All nodes answer. ", "Load is normal. ")
 PROMPT = "How is the cluster doing?"
 ANSWER = "done: " + PROMPT
@@ -169,14 +171,22 @@ async def serve_mcp() -> None:
 Call = Callable[[], Awaitable[None]]
 
 
-async def coreagent_caller(url: str, level: int) -> tuple[Call, Callable[[], Awaitable[None]]]:
+async def coreagent_caller(
+    url: str, level: int, httpx_pool: bool = False
+) -> tuple[Call, Callable[[], Awaitable[None]]]:
+    import httpx
+
     from coreagent_sdk import CallPeer, Peer, StaticDirectory
 
     # Every call in flight runs at once, as the contenders' clients run them.
+    cap = max(100, 2 * level + 2)
+    # httpx's own pool as the SDK configured it before its own transport: 32 kept idle.
+    limits = httpx.Limits(max_connections=cap, max_keepalive_connections=32, keepalive_expiry=4)
     tool = CallPeer(
         StaticDirectory([Peer("bench", url)]),
         timeout=DEADLINE,
-        max_connections=max(100, 2 * level + 2),
+        max_connections=cap,
+        transport=httpx.AsyncHTTPTransport(limits=limits) if httpx_pool else None,
     )
 
     async def call() -> None:
@@ -255,8 +265,8 @@ async def mcp_caller(url: str, kept: bool) -> tuple[Call, Callable[[], Awaitable
 async def drive(contender: str, url: str, level: int, seconds: float) -> dict[str, Any]:
     """`level` callers in a loop for `seconds`; what they did and what it cost this process."""
     logging.disable(logging.WARNING)  # the contenders' clients log every request at INFO
-    if contender == "coreagent":
-        call, close = await coreagent_caller(url, level)
+    if contender.startswith("coreagent"):
+        call, close = await coreagent_caller(url, level, contender == "coreagent-httpx")
     elif contender.startswith("a2a"):
         call, close = await a2a_caller(url, level, contender == "a2a-stream")
     else:
