@@ -342,13 +342,9 @@ class NetworkTransport(httpx.AsyncHTTPTransport):
         if self._closed:
             raise RuntimeError("network: the transport is closed; make a new client")
         self._expire()
-        idle = self._idle.get(origin)
-        while idle:
-            conn, _ = idle.popitem()
-            del self._idle_all[conn]
-            if conn.reusable:
-                return conn
-            self._gone(conn)
+        conn = self._take_idle(origin)
+        if conn is not None:
+            return conn
         while self._max is not None and self._open >= self._max:
             if self._idle_all:  # an idle one of another origin makes room
                 oldest = next(iter(self._idle_all))
@@ -362,14 +358,9 @@ class NetworkTransport(httpx.AsyncHTTPTransport):
             finally:
                 if waiter in self._waiters:
                     self._waiters.remove(waiter)
-            # A connection of this origin may have gone idle meanwhile.
-            idle = self._idle.get(origin)
-            if idle:
-                conn, _ = idle.popitem()
-                del self._idle_all[conn]
-                if conn.reusable:
-                    return conn
-                self._gone(conn)
+            conn = self._take_idle(origin)  # one of this origin may have gone idle meanwhile
+            if conn is not None:
+                return conn
         self._open += 1
         self.dialed += 1
         try:
@@ -381,6 +372,17 @@ class NetworkTransport(httpx.AsyncHTTPTransport):
             self._wake_one()
             raise
         return dialed
+
+    def _take_idle(self, origin: _Origin) -> _Connection | None:
+        """The most recently used idle connection of `origin` still fit for a request."""
+        idle = self._idle.get(origin)
+        while idle:
+            conn, _ = idle.popitem()
+            del self._idle_all[conn]
+            if conn.reusable:
+                return conn
+            self._gone(conn)
+        return None
 
     async def _dial(self, origin: _Origin) -> _Connection:
         scheme, host, port = origin
