@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,13 +28,19 @@ def jupyter() -> tuple[ModuleType, ModuleType]:
 
 @contextlib.contextmanager
 def own_kernel(root: Path, name: str) -> Iterator[str]:
-    """Install kernelspec `name` (this interpreter) under `root`, found first while inside."""
+    """Install kernelspec `name` (this interpreter) under `root`, found first while inside.
+
+    COREAGENT_TEST_KERNEL_PYTHON names another interpreter for the kernel: CI runs the
+    notebooks' tests with the kernel in the notebooks' own documented install (`.ci/run`),
+    so they run once, from what a reader installs, and with the tests' assertions.
+    """
+    python = os.environ.get("COREAGENT_TEST_KERNEL_PYTHON") or sys.executable
     spec = root / "kernels" / name
     spec.mkdir(parents=True)
     (spec / "kernel.json").write_text(
         json.dumps(
             {
-                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
                 "display_name": f"coreagent-sdk tests ({name})",
                 "language": "python",
             }
