@@ -35,7 +35,12 @@ from .._token import checked_token as checked_token
 from .._token import read_token as read_token
 from ._agents import Agent, Turn
 from ._agents_host import MultiAgentHost
-from ._host import DEFAULT_SESSION_IDLE_TIMEOUT, AgentHost, StreamHook
+from ._host import (
+    DEFAULT_MAX_SESSIONS_IN_MEMORY,
+    DEFAULT_SESSION_IDLE_TIMEOUT,
+    AgentHost,
+    StreamHook,
+)
 from ._http import checked_base_url as checked_base_url
 from ._http import http_transport as http_transport
 from ._inbox import INBOX_CAP
@@ -58,6 +63,7 @@ __all__ = [
     "CALL_PEER_SPEC",
     "DEFAULT_MAX_PEER_CALLS",
     "DEFAULT_MAX_TOOL_ROUNDS",
+    "DEFAULT_MAX_SESSIONS_IN_MEMORY",
     "DEFAULT_SESSION_IDLE_TIMEOUT",
     "DEFAULT_TTL",
     "IDLE_TIMEOUT",

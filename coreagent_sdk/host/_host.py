@@ -70,10 +70,18 @@ from ._spans import ServerSpans
 from ._store import SessionStore, StoredSession, sweep_period
 from ._store_errors import STORE_ERRORS, _answer_unreadable, _StoreUnreadable, _unreadable
 
-__all__ = ["DEFAULT_GRACE", "DEFAULT_SESSION_IDLE_TIMEOUT", "AgentHost", "StreamHook"]
+__all__ = [
+    "DEFAULT_GRACE",
+    "DEFAULT_MAX_SESSIONS_IN_MEMORY",
+    "DEFAULT_SESSION_IDLE_TIMEOUT",
+    "AgentHost",
+    "StreamHook",
+]
 
 DEFAULT_SESSION_IDLE_TIMEOUT = 24 * 3600.0  # the daemon's session_idle_timeout
 """Seconds a session may sit idle before eviction, the daemon's default (24 h)."""
+DEFAULT_MAX_SESSIONS_IN_MEMORY = 1_000
+"""Idle sessions a host keeps in memory; past it the least recently used go to its store."""
 _EVENT_TYPES = (
     "status-update",
     "usage-update",
@@ -163,6 +171,11 @@ class AgentHost:
         session_idle_timeout: Seconds a session may sit idle before it is evicted from
             memory (0: never); an evicted session stays listed as `idle` and the next
             request resumes it from ``store``.
+        max_sessions_in_memory: Sessions kept in memory besides `default`: past it, the
+            least recently used ones without a turn, a queued message or an open event
+            stream are evicted to ``store`` as the idle sweep evicts them, so what finished
+            delegations leave in memory is bounded (None: no bound, as a daemon keeps
+            them until ``session_idle_timeout``; see docs/differences.md).
         refuse_foreign_reregistration: A hub refuses (403) a registration of a name
             another identity owns; a real hub does not.
         description: Turns on the A2A discovery card at `/.well-known/agent-card.json`
@@ -214,6 +227,8 @@ class AgentHost:
         provider: The provider name the capabilities frame reports.
         session_idle_timeout: Seconds a session may sit idle before it is evicted
             (0: never).
+        max_sessions_in_memory: Sessions kept in memory besides `default` before the
+            least recently used idle ones are evicted to the store (None: no bound).
         refuse_foreign_reregistration: True makes the hub answer 403 to a registration
             of a name another identity owns.
         rate_limiter: The `POST /sessions` rate limiter, or None when it is off.
@@ -257,6 +272,7 @@ class AgentHost:
         provider: str = "sim",
         session_rate_limit: SessionRateLimit | None = DAEMON_RATE_LIMIT,
         session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT,
+        max_sessions_in_memory: int | None = DEFAULT_MAX_SESSIONS_IN_MEMORY,
         refuse_foreign_reregistration: bool = False,
         description: str = "",
         skills: Mapping[str, str] | None = None,
@@ -287,6 +303,16 @@ class AgentHost:
                 f"got {session_idle_timeout!r}; the daemon's default is "
                 f"{DEFAULT_SESSION_IDLE_TIMEOUT:g}"
             )
+        if max_sessions_in_memory is not None and (
+            isinstance(max_sessions_in_memory, bool)
+            or not isinstance(max_sessions_in_memory, int)
+            or max_sessions_in_memory < 1
+        ):
+            raise ValueError(
+                f"AgentHost: max_sessions_in_memory must be a whole number >= 1 or None (no "
+                f"bound), got {max_sessions_in_memory!r}; the default is "
+                f"{DEFAULT_MAX_SESSIONS_IN_MEMORY}"
+            )
         if session_rate_limit is not None and not isinstance(session_rate_limit, SessionRateLimit):
             # Refused here: taken, it made every POST /sessions answer 500.
             raise ValueError(
@@ -310,6 +336,7 @@ class AgentHost:
         self.model = model
         self.provider = provider
         self.session_idle_timeout = float(session_idle_timeout)
+        self.max_sessions_in_memory = max_sessions_in_memory
         self.refuse_foreign_reregistration = refuse_foreign_reregistration
         self.description = description
         self.skills = dict(skills or {})
@@ -556,7 +583,7 @@ class AgentHost:
         session = _Session(self, row.app, row.session_id, row.user)
         self._restore(session, row, newest)
         self.sessions[row.session_id] = session
-        self._sweep_soon()
+        self._admitted()
 
     @staticmethod
     def _restore(session: _Session, row: StoredSession, newest: int) -> None:
@@ -591,11 +618,34 @@ class AgentHost:
             if sid != STARTUP_SESSION and not session.busy and session.last_touched < cutoff
         ]
         for sid in gone:
-            session = self.sessions.pop(sid)
-            session.drop_streams()
-            session.inbox.clear()
-            session.save()
+            self._evict(sid)
         return gone
+
+    def _evict(self, sid: str) -> None:
+        """Send session `sid` from memory to the store: listed `idle`, resumed on next use."""
+        session = self.sessions.pop(sid)
+        session.drop_streams()
+        session.inbox.clear()
+        session.save()
+
+    def _admitted(self) -> None:
+        """A session came into memory: evict the least recently used past the bound.
+
+        Only sessions that nothing is using leave (no turn, no queued message, no
+        event stream, no write waiting), oldest touch first, down to an eighth below
+        `max_sessions_in_memory` so the sort is paid once per eighth of the bound.
+        Then the idle sweep runs, if a session could be evicted by it.
+        """
+        bound = self.max_sessions_in_memory
+        if bound is not None and len(self.sessions) > bound + 1:  # + the startup session
+            spare = sorted(
+                (s for sid, s in self.sessions.items() if sid != STARTUP_SESSION and s.unused()),
+                key=lambda s: s.last_touched,
+            )
+            excess = len(self.sessions) - 1 - (bound - bound // 8)
+            for session in spare[:excess]:
+                self._evict(session.session_id)
+        self._sweep_soon()
 
     def _ready(self) -> bool:
         """Whether `open()` has run."""

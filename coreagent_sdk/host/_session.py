@@ -127,6 +127,10 @@ class _Session:
             else:
                 queue.put_nowait(frame)
 
+    def unused(self) -> bool:
+        """Whether nothing uses this session now: it may leave memory for the store."""
+        return not (self.busy or self.inbox or self.subscribers or self.unsent or self._held)
+
     def a_subscriber_waits(self) -> bool:
         """Whether a subscriber's writer waits for its client to take bytes.
 
@@ -191,6 +195,8 @@ class _Session:
         else:
             self.seq, frame = outcome
             self._fanout(frame)
+        if not self.unsent:
+            self._last_write = None  # settled: an idle session keeps no frame
         if not self.unsent and self._held:
             held, self._held = self._held, []
             for frame in held:
@@ -260,6 +266,8 @@ class _Session:
                 self.touch()
                 if not self.daemon.store.temporary:
                     self.save()  # usage as turns end: a named store outlives the host
+        # A finished task keeps its request's context: an idle session holds neither.
+        self.worker = None
 
     async def _turn(self, drained: list[tuple[str, str]]) -> None:
         started = time.perf_counter()

@@ -72,7 +72,7 @@ async def create_session(host: AgentHost, request: Request) -> Response:
     except StoreWriteError as exc:
         return _text(500, f"create session: register: attach: persist session ACL: {exc}")
     host.sessions[sid] = session
-    host._sweep_soon()
+    host._admitted()
     authority = request.headers.get("host")
     path = f"/sessions/{host.app_name}/{sid}"
     url = f"{request.url.scheme}://{authority}{path}" if authority else path
@@ -164,6 +164,9 @@ async def inject(host: AgentHost, request: Request) -> Response:
     draining = rejects_draining(host)
     if draining is not None:
         return draining
+    session = await _still_in_memory(host, request, session)
+    if session is None:
+        return _text(404, "session not found")
     prompt_id = session.enqueue(message, wake=wake)
     return json_response(
         {
@@ -199,11 +202,21 @@ async def wake(host: AgentHost, request: Request) -> Response:
     draining = rejects_draining(host)
     if draining is not None:
         return draining
+    session = await _still_in_memory(host, request, session)
+    if session is None:
+        return _text(404, "session not found")
     answer: dict[str, Any] = {"woken": session.session_id, "prompt": prompt}
     if prompt:
         answer["prompt_id"] = session.enqueue(prompt, wake=False)
     session.wake()
     return json_response(answer)
+
+
+async def _still_in_memory(host: AgentHost, request: Request, session: _Session) -> _Session | None:
+    """`session` as the host holds it after a body was read: evicted meanwhile, resumed."""
+    if host.sessions.get(session.session_id) is session:
+        return session
+    return await host.lookup_session(request, "write")
 
 
 async def delete_session(host: AgentHost, request: Request) -> Response:
