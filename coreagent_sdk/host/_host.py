@@ -51,6 +51,7 @@ from ._card import card_response
 from ._events_endpoint import _EventsEndpoint
 from ._gowire import is_json_media_type, origin_allowed
 from ._gowire import sse as encode_sse
+from ._hot_routes import HotRoutes
 from ._method_not_allowed import GoMethodNotAllowed
 from ._peers_handlers import deregister, heartbeat, list_peers, register
 from ._ratelimit import SessionRateLimit, SessionRateLimiter
@@ -93,6 +94,7 @@ _EVENT_TYPES = (
     "pause",
 )
 DEFAULT_GRACE = 5.0  # seconds a stopping host lets running turns finish
+_CAPABILITIES_KEPT = 64  # capabilities frames kept encoded, one per caller and address
 DAEMON_RATE_LIMIT = SessionRateLimit()  # a daemon limits POST /sessions unless told not to
 
 
@@ -381,9 +383,11 @@ class AgentHost:
         self._sweeper: asyncio.Task[None] | None = None
         self._sweep_anchor = self.clock.now()
         self._resuming: dict[str, asyncio.Task[None]] = {}
+        self._capabilities: dict[tuple[Any, ...], bytes] = {}
         events = _EventsEndpoint(self)
+        create = partial(create_session, self)
         routes = [
-            Route("/sessions", partial(create_session, self), methods=["POST"]),
+            Route("/sessions", create, methods=["POST"]),
             Route("/sessions", partial(list_sessions, self), methods=["GET"]),
             Route("/whoami", partial(whoami, self), methods=["GET"]),
         ]
@@ -404,7 +408,12 @@ class AgentHost:
         # The daemon's otelhttp wraps everything it serves, the card and refusals too.
         # A store that cannot be read is 400 on every session route, as `writeLookupError`.
         router = Starlette(routes=routes, exception_handlers={_StoreUnreadable: _answer_unreadable})
-        app: ASGIApp = ServerSpans(_Guard(GoMethodNotAllowed(router, routes), self))
+        # A delegation's create, events, inject and delete skip the router's layers (_hot_routes).
+        hot = [r for r in routes if r.endpoint in (create, events) or r.path.endswith("/inject")]
+        hot += [r for r in routes if r.methods == {"DELETE"} and r.path.startswith("/sessions/")]
+        app: ASGIApp = ServerSpans(
+            _Guard(HotRoutes(GoMethodNotAllowed(router, routes), routes, hot), self)
+        )
         self.app = middleware(app) if middleware is not None else app
         # Every daemon starts with one session of its own; it is never evicted or deleted.
         self.sessions[STARTUP_SESSION] = _Session(self, app_name, STARTUP_SESSION, ANONYMOUS.name)
@@ -720,6 +729,19 @@ class AgentHost:
         """The `capabilities` frame an event stream opens with, as this caller sees it."""
         who = self.identify(request)
         host = request.headers.get("host", f"{self.name}.sim")
+        scheme = request.scope.get("scheme", "http")  # request.url parses the whole URL
+        caller = who.name if who is not None and who is not ANONYMOUS else None
+        hub = self.registry is not None
+        key = (caller, scheme, host, self.name, self.model, self.multi_session, hub)
+        frame = self._capabilities.get(key)
+        if frame is None:
+            if len(self._capabilities) >= _CAPABILITIES_KEPT:
+                self._capabilities.clear()  # callers and Host headers are the client's to vary
+            frame = self._capabilities[key] = self._capabilities_frame(caller, scheme, host)
+        return frame
+
+    def _capabilities_frame(self, caller: str | None, scheme: str, host: str) -> bytes:
+        # Encoded once per caller and address: every event stream opens with it.
         payload: dict[str, Any] = {
             "protocol_version": PROTOCOL_VERSION,
             "event_types": list(_EVENT_TYPES),
@@ -741,11 +763,11 @@ class AgentHost:
                 "version": "v0.1.0-sim",
                 "description": f"Simulated core-agent daemon {self.name!r}.",
                 "model": self.model,
-                "url": f"{request.url.scheme}://{host}",
+                "url": f"{scheme}://{host}",
             },
         }
-        if who is not None and who is not ANONYMOUS:
-            payload["caller_id"] = who.name
+        if caller is not None:
+            payload["caller_id"] = caller
         return encode_sse("capabilities", payload)
 
     def status_frame(self, session: _Session) -> bytes:

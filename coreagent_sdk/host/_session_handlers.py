@@ -75,7 +75,8 @@ async def create_session(host: AgentHost, request: Request) -> Response:
     host._admitted()
     authority = request.headers.get("host")
     path = f"/sessions/{host.app_name}/{sid}"
-    url = f"{request.url.scheme}://{authority}{path}" if authority else path
+    scheme = request.scope.get("scheme", "http")  # request.url parses the whole URL
+    url = f"{scheme}://{authority}{path}" if authority else path
     return json_response(
         {"app": host.app_name, "user": who.name, "sessionID": sid, "url": url},
         status_code=201,

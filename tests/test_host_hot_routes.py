@@ -1,0 +1,63 @@
+"""A delegation's routes skip the router's layers and answer exactly as through them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from coreagent_sdk import ASGITransport
+from coreagent_sdk.host import AgentHost
+from tests.test_host_fidelity import FRAME, JSON, TOKENS, bearer
+
+
+async def opening(http: httpx.AsyncClient, sid: str, headers: dict[str, str]) -> dict[str, Any]:
+    """The capabilities frame an event stream on session `sid` opens with."""
+    async with http.stream("GET", f"/sessions/{sid}/events", headers=headers) as stream:
+        assert stream.status_code == 200
+        async for chunk in stream.aiter_bytes():
+            found = FRAME.findall(chunk)
+            if found:
+                event, data = found[0]
+                assert event == b"capabilities"
+                return dict(json.loads(data))
+    raise AssertionError("the stream ended before its capabilities frame")
+
+
+async def test_each_event_stream_opens_with_its_own_callers_id_and_the_address_it_reached() -> None:
+    host = AgentHost("agent", tokens=TOKENS, session_rate_limit=None)
+    transport = ASGITransport(host.app)
+    seen = []
+    async with httpx.AsyncClient(transport=transport, base_url="http://agent.test") as http:
+        for token in ("tok-alice", "tok-root", "tok-alice", "tok-bob"):
+            created = await http.post("/sessions", headers={**JSON, **bearer(token)})
+            sid = created.json()["sessionID"]
+            for address in ("agent.test", "10.0.0.9:8080"):
+                headers = {**bearer(token), "Host": address}
+                caps = await opening(http, sid, headers)
+                seen.append((caps["caller_id"], caps["agent"]["url"]))
+    host.model = "another-model"  # what the frame says follows the host
+    async with httpx.AsyncClient(transport=transport, base_url="http://agent.test") as http:
+        created = await http.post("/sessions", headers={**JSON, **bearer("tok-bob")})
+        caps = await opening(http, created.json()["sessionID"], bearer("tok-bob"))
+    await host.aclose()
+    urls = ["http://agent.test", "http://10.0.0.9:8080"]
+    assert seen == [(who, url) for who in ("alice", "root", "alice", "bob") for url in urls]
+    assert caps["agent"]["model"] == "another-model"
+
+
+async def test_a_method_a_hot_path_does_not_take_is_the_routers_405() -> None:
+    host = AgentHost("agent", session_rate_limit=None)
+    async with httpx.AsyncClient(
+        transport=ASGITransport(host.app), base_url="http://agent.test"
+    ) as http:
+        sid = (await http.post("/sessions", headers=JSON)).json()["sessionID"]
+        put = await http.put(f"/sessions/core-agent/{sid}/inject", headers=JSON)
+        assert (put.status_code, put.headers["allow"]) == (405, "POST")
+        # Starlette's first full match: DELETE of session "inject" in app `sid`, not inject.
+        gone = await http.delete(f"/sessions/{sid}/inject", headers=JSON)
+        assert (gone.status_code, gone.text) == (404, "session not found\n")
+        said = await http.post(f"/sessions/{sid}/inject", headers=JSON, json={"message": "hi"})
+        assert said.status_code == 200, said.text
+    await host.aclose()
