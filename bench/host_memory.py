@@ -41,6 +41,9 @@ PROMPT = "How is the cluster doing?"
 DEADLINE = 60.0  # seconds one call may take
 TENTHS = 10
 
+# The same /proc readings as the wire-speed bench (run as a script, bench/ is on sys.path).
+from wire_speed import _cpu_of, _rss_mib  # noqa: E402
+
 
 async def serve(mode: str) -> None:
     from coreagent_sdk.host import AgentHost, Turn
@@ -62,20 +65,6 @@ async def serve(mode: str) -> None:
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)  # until closed
     host.stop()
     await serving
-
-
-def _rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def _cpu_of(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def drive(mode: str, pid: int, url: str, total: int, in_flight: int) -> dict[str, Any]:
