@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import random
+import re
 import shutil
 import signal
 import sqlite3
@@ -184,6 +185,72 @@ async def test_an_event_that_cannot_be_stored_mid_turn_ends_the_turn_unsent(
         assert reached == ["yielded"]
         host.store.file.write_fault = None
     await host.aclose()
+
+
+async def test_a_turns_frames_reach_a_reader_in_as_few_writes_as_before_they_were_stored(
+    tmp_path: Path,
+) -> None:
+    """Storing events must not cost a reader more writes: the turn's opening frames leave
+    with its user event once that is committed, and its answer with the turn-complete,
+    idle and usage frames that follow it (each write costs a reader a wake-up and a parse:
+    a frame apiece made a call half again as slow). The order on the wire is unchanged."""
+
+    async def agent(turn: Turn) -> None:
+        await turn.say("answer")
+
+    host = host_on(tmp_path / "sessions.sqlite3", behavior=agent)
+    async with client(host) as http:
+        path = await new_session(http)
+        writes: list[list[str]] = []
+
+        async def inject() -> None:
+            answer = await http.post(f"{path}/inject", headers=JSON, json={"message": "hi"})
+            assert answer.status_code == 200, answer.text
+
+        async def read() -> None:
+            async with http.stream("GET", f"{path}/events") as response:
+                async for chunk in response.aiter_raw():
+                    writes.append([m.decode() for m in re.findall(rb"event: (\S+)", chunk)])
+                    if len(writes) == 1:
+                        await inject()
+                    if "usage-update" in writes[-1] and "turn-complete" in writes[-1]:
+                        return
+
+        await asyncio.wait_for(read(), 10)
+    await host.aclose()
+    turn = [w for w in writes if "capabilities" not in w]
+    assert turn == [
+        ["inbox"],  # queued, as the inject is answered
+        ["inbox", "status-update", "agent"],  # dequeued, streaming, the user event
+        ["agent", "turn-complete", "status-update", "usage-update"],
+    ]
+
+
+async def test_a_frame_published_between_two_unsent_events_leaves_between_them(
+    tmp_path: Path,
+) -> None:
+    """Frames leave in the order they were published, an event's once it is committed: a
+    turn-error published after one event and before the next (an agent that reports an
+    error and goes on), all three waiting for one commit, is sent between the two events,
+    not after both."""
+
+    async def agent(turn: Turn) -> None:
+        await turn.narrate("one", tool="look")
+        with contextlib.suppress(Exception):  # what `error` raises to end the turn
+            await turn.error("tool", "the tool failed; trying another")
+        await turn.say("two")
+
+    host = host_on(tmp_path / "sessions.sqlite3", behavior=agent)
+    async with client(host) as http:
+        path = await new_session(http)
+        got = turn_of(await one_turn(http, path))
+    await host.aclose()
+    said = [
+        p["event"]["Content"]["parts"][0]["text"] if e == "agent" else e
+        for e, p in got
+        if e in ("agent", "turn-error")
+    ]
+    assert said[1:] == ["one", "turn-error", "two"]  # after the user event
 
 
 async def test_a_failed_write_is_logged_once_with_its_cause_and_again_when_it_recovers(

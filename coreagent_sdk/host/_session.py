@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import secrets
 import time
 import uuid
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from starlette.types import Send
@@ -62,6 +64,17 @@ class EventNotStored(Exception):
     """An event the store could not write: the turn that made it fails, nothing is sent."""
 
 
+class _Unsent:
+    """An event handed to the store: its place among the session's frames until its commit."""
+
+    __slots__ = ("before", "frame", "settled")
+
+    def __init__(self, before: tuple[bytes, ...]) -> None:
+        self.before = before  # frames published with it, sent just ahead of it
+        self.frame: bytes | None = None  # its frame, once committed (None: not stored)
+        self.settled = False
+
+
 class _Subscriber:
     """One event stream's frames on their way to its writer."""
 
@@ -96,11 +109,12 @@ class _Session:
         self.subscribers: set[_Subscriber] = set()
         self.inject_spans: dict[str, Any] = {}  # queued entry id -> its inject's span context
         self.inbox: list[tuple[str, str]] = []
-        # Events handed to the store and not yet committed, the frames published meanwhile
-        # (sent after them, so a turn's turn-error or turn-complete never overtakes its
-        # events), the newest write, and the write failure that ended this turn.
+        # Events handed to the store and not yet committed; the frames waiting to leave, in
+        # the order they were published (an event's place held until its commit, so a
+        # turn's turn-error or turn-complete never overtakes its events, nor an event a
+        # frame published before it); the newest write; the write failure that ended this turn.
         self.unsent = 0
-        self._held: list[bytes] = []
+        self._outbox: deque[bytes | _Unsent] = deque()
         self._last_write: asyncio.Future[tuple[int, bytes]] | None = None
         self._write_failed: EventNotStored | None = None
         self.worker: asyncio.Task[None] | None = None
@@ -129,7 +143,7 @@ class _Session:
 
     def unused(self) -> bool:
         """Whether nothing uses this session now: it may leave memory for the store."""
-        return not (self.busy or self.inbox or self.subscribers or self.unsent or self._held)
+        return not (self.busy or self.inbox or self.subscribers or self.unsent or self._outbox)
 
     def a_subscriber_waits(self) -> bool:
         """Whether a subscriber's writer waits for its client to take bytes.
@@ -144,32 +158,40 @@ class _Session:
 
     def publish(self, event: str, payload: dict[str, Any]) -> None:
         frame = encode_sse(event, payload)
-        if self.unsent:
+        if self._outbox:
             self.touch()
-            self._held.append(frame)
+            self._outbox.append(frame)
         else:
             self._fanout(frame)
 
-    def log_event(self, event: AgentEvent) -> asyncio.Future[tuple[int, bytes]]:
+    def log_event(
+        self, event: AgentEvent, before: tuple[bytes, ...] = ()
+    ) -> asyncio.Future[tuple[int, bytes]]:
         """Hand `event` to the store: it is sent once its commit returns (`_committed`).
 
         One counter across the host, as the daemon's event log numbers every session's
         events (`gormStream.Append`): a session's seqs increase but neither start at 1 nor
         run contiguously. After a write of this turn failed, nothing more is written: it
-        raises that failure (`EventNotStored`).
+        raises that failure (`EventNotStored`). `before`: frames that leave just ahead of
+        the event, once its write is settled (stored or not), in the same write to a
+        subscriber.
         """
         if self._write_failed is not None:
             raise self._write_failed
         payload = utf8(go_json(event.to_dict()))  # a lone surrogate is U+FFFD
+        unsent = _Unsent(before)
+        self._outbox.append(unsent)
         self.unsent += 1
-        written = self.daemon.store.append(self.session_id, payload, self._committed)
+        written = self.daemon.store.append(
+            self.session_id, payload, functools.partial(self._committed, unsent)
+        )
         written.add_done_callback(_retrieve)  # its failure is the turn's, through _committed
         self._last_write = written
         return written
 
-    async def publish_agent(self, event: AgentEvent) -> AgentFrame:
+    async def publish_agent(self, event: AgentEvent, before: tuple[bytes, ...] = ()) -> AgentFrame:
         """Log `event` and wait for its commit: its frame, with the seq of its written row."""
-        written = self.log_event(event)
+        written = self.log_event(event, before)
         with contextlib.suppress(StoreWriteError):
             seq, _ = await written
             return AgentFrame(seq=seq, event=event)
@@ -185,22 +207,33 @@ class _Session:
         if self._write_failed is not None:
             raise self._write_failed
 
-    def _committed(self, outcome: tuple[int, bytes] | BaseException) -> None:
-        # Called at each commit, in commit order: a frame leaves only now, and what was
-        # published while it waited leaves after it.
+    def _committed(self, unsent: _Unsent, outcome: tuple[int, bytes] | BaseException) -> None:
+        # Called at each commit, in commit order: an event's frame leaves only now, with what
+        # was published before it, and what was published after it follows, up to the next
+        # event still waiting for its commit.
         self.unsent -= 1
+        unsent.settled = True
         if isinstance(outcome, BaseException):
             if self._write_failed is None:
                 self._write_failed = EventNotStored(f"eventlog: insert overlay row: {outcome}")
         else:
-            self.seq, frame = outcome
-            self._fanout(frame)
+            self.seq, unsent.frame = outcome
         if not self.unsent:
             self._last_write = None  # settled: an idle session keeps no frame
-        if not self.unsent and self._held:
-            held, self._held = self._held, []
-            for frame in held:
+        outbox = self._outbox
+        while outbox:
+            head = outbox[0]
+            if isinstance(head, bytes):
+                outbox.popleft()
+                self._fanout(head)
+                continue
+            if not head.settled:  # commits settle in order: the later ones wait for it
+                break
+            outbox.popleft()
+            for frame in head.before:
                 self._fanout(frame)
+            if head.frame is not None:
+                self._fanout(head.frame)
 
     async def call_peer(self, peer: str, prompt: str) -> dict[str, Any]:
         return await self.daemon.call_peer(peer, prompt)
@@ -272,8 +305,6 @@ class _Session:
     async def _turn(self, drained: list[tuple[str, str]]) -> None:
         started = time.perf_counter()
         self._write_failed = None  # a failed write ends its own turn, not the next one
-        for entry_id, _ in drained:
-            self.publish("inbox", {"state": "dequeued", "prompt_id": entry_id})
         messages = [m for _, m in drained]
         # A daemon runs every turn as Run("") (wakeloop.go), so prependInboxMessages frames
         # the drained batch as the [Inbox] bundle whether it holds one message or several.
@@ -282,7 +313,13 @@ class _Session:
         # The turn's own id, minted now: not the id any inject answered with.
         prompt_id = str(uuid.uuid4())
         model = self.daemon.model
-        self.publish("status-update", {"model": model, "turn_state": "streaming"})
+        # The turn's opening frames leave with its user event, in one write to a subscriber
+        # (a frame apiece cost each reader a wake-up and a parse, most of what a call's
+        # commit cost it), once that event's write is settled.
+        opening = (
+            *(encode_sse("inbox", {"state": "dequeued", "prompt_id": e}) for e, _ in drained),
+            encode_sse("status-update", {"model": model, "turn_state": "streaming"}),
+        )
         invocation = f"inv-{secrets.token_hex(4)}"
         try:
             # Written before the turn runs: a turn whose ask is not in the log never starts.
@@ -293,7 +330,8 @@ class _Session:
                     timestamp=rfc3339(time.time()),
                     invocation_id=invocation,
                     author="user",
-                )
+                ),
+                opening,
             )
         except EventNotStored as exc:
             self._not_stored(exc)

@@ -790,10 +790,10 @@ class StoreFile:
         """Queue `write` for this moment's commit; the future is its result once committed.
 
         `then`, if given, is called on the loop with the result, or with the error
-        of a write that failed, in commit order, before the future is done (the
-        session sends its frames from there, so frames leave in seq order, each
-        after its commit). A write that fails fails its future with
-        `StoreWriteError`.
+        of a write that failed, in commit order, in the callback that settles the
+        future (so whoever awaits the future finds it called; the session sends its
+        frames from there, so frames leave in seq order, each after its commit). A
+        write that fails fails its future with `StoreWriteError`.
         """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
@@ -839,17 +839,20 @@ class StoreFile:
         self._report(error, len(batch))
         for i, (_, future, then) in enumerate(batch):
             outcome = error if error is not None else results[i]
+            # The future first: the task awaiting it is then woken ahead of the stream
+            # writers `then` wakes, so what it publishes next (a turn's turn-complete) joins
+            # the same write instead of costing each reader one more. It runs after this
+            # callback either way, so it finds `then` called.
+            if not future.done():
+                if error is not None:
+                    future.set_exception(error)
+                else:
+                    future.set_result(outcome)
             if then is not None:
                 try:
                     then(outcome)
                 except Exception:  # one session's fan-out must not cost another its answer
                     _log.exception("AgentHost: sending a committed event failed")
-            if future.done():
-                continue
-            if error is not None:
-                future.set_exception(error)
-            else:
-                future.set_result(outcome)
         if error is None:
             self._commits += 1
             if self._commits % _CHECKPOINT_EVERY == 0:
