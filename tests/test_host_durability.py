@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import os
@@ -390,6 +391,38 @@ async def test_a_session_holds_its_events_only_until_its_subscribers_read_them(
         assert len(live) == count + 2 and replayed == live
         assert held < 8 * size, f"the session holds {held / size:.1f} MB after its turn"
         assert replay_peak < 12 * size, f"a replay peaked at {replay_peak / size:.1f} MB"
+    await host.aclose()
+
+
+async def test_a_session_whose_turn_is_over_holds_none_of_its_answer(tmp_path: Path) -> None:
+    """A session idle until the sweep (up to a minute, as on a daemon) keeps no frame of
+    its turn: its 4 MB answer, once read, is in the store only (it once kept the last
+    write's result, the answer's frame, until evicted: 200 KB answers made an in-process
+    soak hold 220 KB a session)."""
+    size = 4 << 20
+
+    async def answer(turn: Turn) -> None:
+        await turn.say("y" * size)
+
+    host = host_on(tmp_path / "sessions.sqlite3", behavior=answer)
+    async with client(host) as http:
+        path = await new_session(http)
+        await http.get("/sessions")  # the host's own one-time allocations come first
+        gc.collect()
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            got = await one_turn(http, path)
+            assert [len(p["event"]["Content"]["parts"][0]["text"]) for e, p in got if e == "agent"][
+                -1
+            ] == size
+            del got
+            gc.collect()
+            held = tracemalloc.get_traced_memory()[0] - base
+        finally:
+            tracemalloc.stop()
+        assert path.rsplit("/", 1)[1] in host.sessions  # still in memory, idle
+        assert held < size // 8, f"an idle session holds {held / size:.2f}x its answer"
     await host.aclose()
 
 

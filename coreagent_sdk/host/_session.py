@@ -17,7 +17,6 @@ import logging
 import secrets
 import time
 import uuid
-from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from starlette.types import Send
@@ -112,9 +111,11 @@ class _Session:
         # Events handed to the store and not yet committed; the frames waiting to leave, in
         # the order they were published (an event's place held until its commit, so a
         # turn's turn-error or turn-complete never overtakes its events, nor an event a
-        # frame published before it); the newest write; the write failure that ended this turn.
+        # frame published before it); the newest write while one is unsettled (its result
+        # holds the event's frame: a session idle until the sweep must not keep its last,
+        # 200 KB answer); the write failure that ended this turn.
         self.unsent = 0
-        self._outbox: deque[bytes | _Unsent] = deque()
+        self._outbox: list[bytes | _Unsent] = []
         self._last_write: asyncio.Future[tuple[int, bytes]] | None = None
         self._write_failed: EventNotStored | None = None
         self.worker: asyncio.Task[None] | None = None
@@ -221,19 +222,19 @@ class _Session:
         if not self.unsent:
             self._last_write = None  # settled: an idle session keeps no frame
         outbox = self._outbox
-        while outbox:
-            head = outbox[0]
+        sent = 0
+        for head in outbox:
             if isinstance(head, bytes):
-                outbox.popleft()
                 self._fanout(head)
-                continue
-            if not head.settled:  # commits settle in order: the later ones wait for it
+            elif not head.settled:  # commits settle in order: the later ones wait for it
                 break
-            outbox.popleft()
-            for frame in head.before:
-                self._fanout(frame)
-            if head.frame is not None:
-                self._fanout(head.frame)
+            else:
+                for frame in head.before:
+                    self._fanout(frame)
+                if head.frame is not None:
+                    self._fanout(head.frame)
+            sent += 1
+        del outbox[:sent]  # a list (small: a turn yields every 64 events), not a deque
 
     async def call_peer(self, peer: str, prompt: str) -> dict[str, Any]:
         return await self.daemon.call_peer(peer, prompt)
