@@ -84,9 +84,15 @@ async def start(code_root: Path, store: Path, sync: str = "") -> tuple[subproces
         text=True,
     )
     assert proc.stdout is not None
-    line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 60)
-    ready = json.loads(line)
-    assert ready["code"].startswith(str(code_root)), f"{code_root} served {ready['code']}"
+    try:
+        line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 60)
+        ready = json.loads(line)
+        assert ready["code"].startswith(str(code_root)), f"{code_root} served {ready['code']}"
+    except BaseException:  # not left running when it cannot be used
+        proc.kill()
+        proc.wait(5)
+        proc.stdout.close()
+        raise
     return proc, ready["url"]
 
 
