@@ -26,8 +26,8 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,9 +36,8 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from host_soak import rss_mib  # the bench folder is not a package: by path
+from host_soak import rss_mib, start_host  # the bench folder is not a package: by path
 
-ROOT = Path(__file__).resolve().parent.parent
 JSON = {"Content-Type": "application/json"}
 FRAME = re.compile(rb"event: ([a-z-]+)\ndata: ([^\n]+)\n\n")
 
@@ -110,12 +109,6 @@ class Load:
                 self.turns += 1
 
 
-def start_host(idle: float, store: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "SOAK_IDLE": str(idle), "SOAK_STORE": str(store)}
-    argv = [sys.executable, "-m", "coreagent_sdk.host", "bench.host_soak:HOST", "--port", "0"]
-    return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
-
-
 async def main(args: argparse.Namespace) -> None:
     folder = tempfile.mkdtemp(prefix="host-load-")
     store = Path(folder) / "sessions.sqlite3"
@@ -178,9 +171,7 @@ async def main(args: argparse.Namespace) -> None:
             f"({samples[1][1]:.1f} -> {samples[-1][1]:.1f} MiB); growth "
             f"{first:+.1f} MiB in the first half, {second:+.1f} MiB in the second"
         )
-    for name in os.listdir(folder):
-        os.remove(os.path.join(folder, name))
-    os.rmdir(folder)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":
