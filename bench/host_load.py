@@ -27,7 +27,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -36,7 +35,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from host_soak import rss_mib, start_host  # the bench folder is not a package: by path
+from host_soak import rss_mib, start_host, stop_host  # the bench folder is not a package: by path
 
 JSON = {"Content-Type": "application/json"}
 FRAME = re.compile(rb"event: ([a-z-]+)\ndata: ([^\n]+)\n\n")
@@ -156,11 +155,7 @@ async def main(args: argparse.Namespace) -> None:
                 )
             await asyncio.gather(*tasks, return_exceptions=True)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        code = await asyncio.wait_for(asyncio.to_thread(proc.wait), 15)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        code = await stop_host(proc)
     print(f"host exited {code}; errors {load.errors or 'none'}; load {os.getloadavg()[0]:.1f}")
     if len(samples) >= 4:
         half = len(samples) // 2

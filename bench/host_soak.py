@@ -234,6 +234,16 @@ def start_host(idle: float, store: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
 
 
+async def stop_host(proc: subprocess.Popen[str]) -> int:
+    """SIGTERM the host (if it still runs) and wait up to 15 s for its exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    code = await asyncio.wait_for(asyncio.to_thread(proc.wait), 15)
+    if proc.stdout is not None:
+        proc.stdout.close()
+    return code
+
+
 async def main(
     duration: float, every: float, concurrency: int, idle: float, max_calls: int, timeout: float
 ) -> None:
@@ -306,11 +316,7 @@ async def main(
                 await asyncio.gather(*workers, return_exceptions=True)
                 await soak.tool.aclose()
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        code = await asyncio.wait_for(asyncio.to_thread(proc.wait), 15)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        code = await stop_host(proc)
     calls_per_s = soak.calls / max(duration, 1e-9)
     print(f"outcomes: {dict(sorted(soak.outcomes.items()))} ({calls_per_s:.0f} calls/s)")
     print(f"host exited {code}; store {store.stat().st_size / 2**20:.1f} MiB on disk")
