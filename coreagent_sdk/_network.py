@@ -347,9 +347,7 @@ class NetworkTransport(httpx.AsyncHTTPTransport):
             return conn
         while self._max is not None and self._open >= self._max:
             if self._idle_all:  # an idle one of another origin makes room
-                oldest = next(iter(self._idle_all))
-                self._unidle(oldest)
-                self._gone(oldest)
+                self.discard(next(iter(self._idle_all)))
                 continue
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
@@ -451,8 +449,7 @@ class NetworkTransport(httpx.AsyncHTTPTransport):
             oldest = next(iter(self._idle_all))
             if oldest.idle_until > now and not oldest.closed:
                 return
-            self._unidle(oldest)
-            self._gone(oldest)
+            self.discard(oldest)
 
     async def aclose(self) -> None:
         """Close every idle connection; ones in use close as their responses close."""
