@@ -15,22 +15,31 @@ from collections.abc import AsyncIterator
 import pytest
 
 from coreagent_sdk._http import _LIMITS
-from coreagent_sdk.host import IDLE_TIMEOUT, AgentHost, uvicorn_options
+from coreagent_sdk.host import IDLE_TIMEOUT, AgentHost, _limits, uvicorn_options
 from coreagent_sdk.host._limits import MAX_HEADER_BYTES, GoHeaderLimits
+from coreagent_sdk.host._limits_httptools import GoHeaderLimitsHttpTools
 
 HEADER_TIMEOUT = 0.5  # the daemon's 10 s, shortened for the test
 
 
+@pytest.fixture(params=[GoHeaderLimits, GoHeaderLimitsHttpTools], ids=["h11", "httptools"])
+def protocol(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> type:
+    """Each parser uvicorn serves a host with: httptools where installed, else h11."""
+    monkeypatch.setattr(_limits, "_http_protocol", lambda: request.param)
+    assert uvicorn_options()["http"] is request.param
+    return request.param  # type: ignore[no-any-return]
+
+
 @pytest.fixture
-async def port(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[int]:
+async def port(protocol: type, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[int]:
     """A host whose header timeout is HEADER_TIMEOUT: for the tests of that timeout."""
-    monkeypatch.setattr(GoHeaderLimits, "read_header_timeout", HEADER_TIMEOUT)
+    monkeypatch.setattr(protocol, "read_header_timeout", HEADER_TIMEOUT)
     async with serving_port() as port:
         yield port
 
 
 @pytest.fixture
-async def roomy_port() -> AsyncIterator[int]:
+async def roomy_port(protocol: type) -> AsyncIterator[int]:
     """A host with the daemon's own 10 s header timeout: for the tests of header sizes, which
     a loaded machine made late for a timeout of half a second (a reset mid-header)."""
     async with serving_port() as port:
@@ -143,6 +152,31 @@ async def test_bind_a_kept_alive_connection_waits_idle_then_times_its_next_heade
         writer.close()
 
 
+async def test_bind_an_answer_streamed_past_the_header_timeout_is_not_cut(port: int) -> None:
+    """The header timeout times a request's headers, not its answer: an event stream open
+    longer than the timeout stays open and still carries what the session says."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(b"GET /sessions/core-agent/default/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        opening = await asyncio.wait_for(reader.readuntil(b"event: capabilities"), 10)
+        assert opening.startswith(b"HTTP/1.1 200 ")
+        await asyncio.sleep(HEADER_TIMEOUT * 2)  # the timer under test is real time
+        body = b'{"message": "still streaming?"}'
+        injected = await exchange(
+            port,
+            [
+                b"POST /sessions/core-agent/default/inject HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Type: application/json\r\nConnection: close\r\n"
+                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+            ],
+        )
+        assert injected.startswith(b"HTTP/1.1 2"), injected[:100]
+        seen = await asyncio.wait_for(reader.readuntil(b"still streaming?"), 10)
+        assert b"event: " in seen
+    finally:
+        writer.close()
+
+
 async def test_bind_each_request_on_a_kept_alive_connection_has_its_own_header_budget(
     roomy_port: int,
 ) -> None:
@@ -162,6 +196,24 @@ async def test_bind_each_request_on_a_kept_alive_connection_has_its_own_header_b
     finally:
         writer.close()
     assert [a[:13] for a in answers] == [b"HTTP/1.1 200 "] * 2, [a[:60] for a in answers]
+
+
+async def test_a_served_hosts_session_url_takes_no_forwarded_scheme_as_net_http_takes_none(
+    roomy_port: int,
+) -> None:
+    """Pins `pkg/attach/handlers_create_session.go` `sessionURL` (the scheme is `r.TLS`'s):
+    net/http reads no X-Forwarded-* header, so neither does a served host's server (uvicorn's
+    proxy headers, on by default, made a loopback client's `X-Forwarded-Proto` the scheme)."""
+    answer = await exchange(
+        roomy_port,
+        [
+            b"POST /sessions HTTP/1.1\r\nHost: 127.0.0.1:7004\r\nContent-Type: application/json"
+            b"\r\nX-Forwarded-Proto: https\r\nX-Forwarded-For: 203.0.113.9\r\n"
+            b"Content-Length: 0\r\nConnection: close\r\n\r\n"
+        ],
+    )
+    assert answer.startswith(b"HTTP/1.1 201 "), answer[:200]
+    assert b'"url":"http://127.0.0.1:7004/sessions/' in answer, answer
 
 
 def reuse_window() -> float:

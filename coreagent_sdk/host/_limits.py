@@ -60,18 +60,26 @@ _END = b"\r\n\r\n"
 _RST_AVOIDANCE = 0.5  # net/http's rstAvoidanceDelay: the client gets to read the 431
 
 
-class GoHeaderLimits(H11Protocol):
-    """uvicorn's h11 protocol with net/http's header size limit and `ReadHeaderTimeout`."""
+class _HeaderLimits(asyncio.Protocol):
+    """net/http's header size limit and `ReadHeaderTimeout`, over either uvicorn parser.
+
+    Counted on the bytes as they arrive, before the parser sees them, while the
+    parser says a request's line and headers are being read (`_reading_head`).
+    """
 
     max_header_bytes = MAX_HEADER_BYTES
     read_header_timeout = READ_HEADER_TIMEOUT
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def _limits_init(self) -> None:
         self._header_bytes = 0  # of the request whose headers are being read
         self._tail = b""  # the last bytes seen, to find a "\r\n\r\n" split across reads
         self._header_timer: asyncio.TimerHandle | None = None
         self._refused = False  # a 431 was sent: what else arrives is read and dropped
+
+    def _reading_head(self) -> bool:
+        raise NotImplementedError
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -84,7 +92,7 @@ class GoHeaderLimits(H11Protocol):
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return
-        if self.conn.their_state is h11.IDLE:  # reading a request's line and headers
+        if self._reading_head():
             if self._header_timer is None:
                 self._start_header_timer()  # a kept-alive connection's next request
             seen = self._tail + data
@@ -99,7 +107,7 @@ class GoHeaderLimits(H11Protocol):
                 self._header_bytes = used
                 self._tail = seen[-3:]
         super().data_received(data)
-        if self.conn.their_state is not h11.IDLE:
+        if not self._reading_head():
             self._stop_header_timer()
 
     def _refuse(self) -> None:
@@ -122,8 +130,33 @@ class GoHeaderLimits(H11Protocol):
 
     def _header_late(self) -> None:
         self._header_timer = None
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+        if self._reading_head() and not self.transport.is_closing():
             self.transport.close()  # net/http: a read timeout is answered with nothing
+
+
+class GoHeaderLimits(_HeaderLimits, H11Protocol):
+    """uvicorn's h11 protocol with net/http's header size limit and `ReadHeaderTimeout`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._limits_init()
+
+    def _reading_head(self) -> bool:
+        return self.conn.their_state is h11.IDLE
+
+
+def _http_protocol() -> type[asyncio.Protocol]:
+    """httptools' parser (C) where it is installed (the `host` extra brings it), else h11's."""
+    try:
+        import httptools
+
+        from ._limits_httptools import GoHeaderLimitsHttpTools
+    except ImportError:
+        return GoHeaderLimits
+    # Before 0.6.3 its parser cannot be told to read a request as net/http reads it.
+    if not hasattr(httptools.HttpRequestParser, "set_dangerous_leniencies"):
+        return GoHeaderLimits
+    return GoHeaderLimitsHttpTools
 
 
 def uvicorn_options() -> dict[str, Any]:
@@ -134,11 +167,16 @@ def uvicorn_options() -> dict[str, Any]:
     uvicorn yourself: ``uvicorn.Config(host.app, **uvicorn_options())``.
     Headers are limited to `MAX_HEADER_BYTES` (431 past it) and must arrive
     within `READ_HEADER_TIMEOUT` seconds (else the connection closes); an idle
-    kept-alive connection is kept `IDLE_TIMEOUT` seconds.
+    kept-alive connection is kept `IDLE_TIMEOUT` seconds; requests are parsed
+    by httptools where it is installed (the `host` extra), else by h11; no
+    `X-Forwarded-*` header changes the scheme or the client, as on net/http.
     """
     return {
-        "http": GoHeaderLimits,
+        "http": _http_protocol(),
         "timeout_keep_alive": IDLE_TIMEOUT,
+        # net/http reads no X-Forwarded-* header: the scheme and client are the connection's
+        # (uvicorn's default took them from any loopback client's headers).
+        "proxy_headers": False,
         # h11 never sees more than the limit (counted above); its own check stays out of the way.
         "h11_max_incomplete_event_size": MAX_HEADER_BYTES,
     }

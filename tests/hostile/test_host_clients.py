@@ -28,8 +28,10 @@ import httpx
 import pytest
 
 from coreagent_sdk import CallPeer, Peer, StaticDirectory
-from coreagent_sdk.host import MAX_INJECT_BYTES, REPLAY_WINDOW, AgentHost, Identity, Turn
+from coreagent_sdk.host import MAX_INJECT_BYTES, REPLAY_WINDOW, AgentHost, Identity, Turn, _limits
 from coreagent_sdk.host._events_endpoint import _CHUNK_BYTES
+from coreagent_sdk.host._limits import GoHeaderLimits
+from coreagent_sdk.host._limits_httptools import GoHeaderLimitsHttpTools
 from tests.processes import reap, stored_frames
 
 JSON = {"Content-Type": "application/json"}
@@ -52,8 +54,17 @@ class Served:
             return (await tool.acall(peer="echo", prompt="still there?")).response
 
 
+PARSERS = {"h11": GoHeaderLimits, "httptools": GoHeaderLimitsHttpTools}
+
+
 @pytest.fixture
-async def served() -> AsyncIterator[Served]:
+async def served(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Served]:
+    """A served host; parametrized indirectly with a parser's name, served on that parser."""
+    parser = getattr(request, "param", None)
+    if parser is not None:
+        monkeypatch.setattr(_limits, "_http_protocol", lambda: PARSERS[parser])
     host = AgentHost("echo", behavior=echo, session_rate_limit=None)
     ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(host.serve(on_ready=ready.set_result, handle_signals=False))
@@ -817,6 +828,7 @@ async def test_an_inject_body_of_exactly_the_cap_is_taken_and_one_byte_more_is_r
     ],
     ids=["te-and-cl", "two-lengths", "two-hosts", "no-host"],
 )
+@pytest.mark.parametrize("served", ["h11", "httptools"], indirect=True)
 async def test_conflicting_framing_and_host_headers_are_400_and_never_smuggle(
     served: Served, request_bytes: bytes, answer: bytes, answers: int
 ) -> None:
