@@ -13,7 +13,6 @@ on the network, instead of filling memory.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -65,7 +64,7 @@ class _Buffer:
 class _ASGIResponseStream(httpx.AsyncByteStream):
     def __init__(self, queue: _Buffer, task: asyncio.Task[None], app_name: str) -> None:
         self._queue = queue
-        self._task = task
+        self._task: asyncio.Task[None] | None = task
         self._app_name = app_name
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
@@ -83,16 +82,26 @@ class _ASGIResponseStream(httpx.AsyncByteStream):
             yield item
 
     async def aclose(self) -> None:
-        await _stop(self._task)
+        # Let go of the app once it is stopped: a body iterator the reader left unfinished
+        # lives on until a garbage collection finalizes it, holding this stream, and a
+        # cancelled task keeps its cancellation's traceback (the app's frames, and all they
+        # served: a session, its log) for as long as it is referenced.
+        task, self._task = self._task, None
+        if task is not None:
+            await _stop(task)
 
 
 async def _stop(task: asyncio.Task[None]) -> None:
     if not task.done():
         task.cancel()
-    # The app's own cancellation handling runs here; whatever it raises has
-    # already been reported through the queue or is the cancellation itself.
-    with contextlib.suppress(BaseException):
-        await task
+    # Wait for the app's own cancellation handling without raising its outcome here:
+    # `await task` would re-raise the cancellation into this frame, and the exception's
+    # traceback (this frame, which holds the task, which holds the exception) would keep
+    # the app's frames, and whatever they served, alive. What the app raised has already
+    # been reported through the queue, or is the cancellation itself.
+    await asyncio.wait((task,))
+    if not task.cancelled():
+        task.exception()  # retrieved: asyncio logs nothing for it
 
 
 class ASGITransport(httpx.AsyncBaseTransport):

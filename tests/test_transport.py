@@ -5,7 +5,9 @@ from __future__ import annotations
 import ast
 import asyncio
 import contextlib
+import gc
 import pathlib
+import weakref
 from typing import Any
 
 import httpx
@@ -76,7 +78,8 @@ async def test_the_first_frames_of_an_endless_stream_arrive_within_a_second() ->
     app_tasks = [
         t
         for t in asyncio.all_tasks()
-        if "ASGITransport" in t.get_coro().__qualname__  # type: ignore[union-attr]
+        # An async generator's finalizer runs as a task too (its coroutine has no name).
+        if "ASGITransport" in getattr(t.get_coro(), "__qualname__", "")
     ]
     assert app_tasks == [], "an app task outlived its response"
 
@@ -261,3 +264,31 @@ async def test_closing_a_response_whose_app_waits_to_write_cancels_the_app() -> 
         await _settle(app)
         assert app.written == 256
     assert app.cancelled
+
+
+class Holder:
+    """What an app's frame holds while it streams: a request's session, say."""
+
+
+async def test_a_closed_response_keeps_nothing_of_the_app_while_its_body_iterator_lingers() -> None:
+    # A reader that stops mid-body leaves its async iterator to be finalized by a later
+    # garbage collection. Until then it holds the response's stream; the stream must not
+    # hold the cancelled app, whose frames (on Python 3.10, through the task's saved
+    # traceback) still hold what the app was serving.
+    held: list[Any] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        serving = Holder()
+        held.append(weakref.ref(serving))
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"first", "more_body": True})
+        await asyncio.Event().wait()  # streams on until the client goes away
+
+    async with httpx.AsyncClient(transport=ASGITransport(app), base_url="http://app") as client:
+        async with client.stream("GET", "/") as response:
+            chunks = response.aiter_bytes()
+            assert await anext(chunks) == b"first"
+        gc.collect()
+        assert held[0]() is None
+        assert chunks is not None  # the iterator is still alive here, as a stopped reader's is
