@@ -36,6 +36,7 @@ from coreagent_sdk.host import (
     Identity,
     PeerRegistry,
     SessionRateLimit,
+    SharedStore,
     checked_base_url,
     checked_token,
     http_transport,
@@ -174,6 +175,8 @@ class Fleet:
             ``raise_behavior_errors`` is on.
         calls: A `CallLog` of every call the fleet carries, each record with the
             ``parent`` call whose turn made it (``fleet.calls.tree()``).
+        store: The one `SharedStore` (a private temporary file) every daemon of the
+            fleet keeps its sessions in, each under its own key; closed by `aclose()`.
     """
 
     def __init__(
@@ -204,6 +207,11 @@ class Fleet:
         self.session_idle_timeout = session_idle_timeout
         self.registry = PeerRegistry(self._clock)
         self.transport = RoutingTransport()
+        # One file, connection and worker thread for every daemon, made on the fleet's first
+        # request: a file and a thread per daemon, made on each one's first request, cost a
+        # 10,000-peer fleet most of its rate.
+        self.store = SharedStore()
+        self._store_keys: dict[str, int] = {}  # daemons made under each name so far
         self.daemons: dict[str, Daemon] = {}
         self._faults: dict[str, Faults] = {}
         self.raise_behavior_errors = bool(raise_behavior_errors)
@@ -275,7 +283,18 @@ class Fleet:
             options["on_agent_error"] = functools.partial(self._behavior_failed, name)
         # A real daemon's call_peer sends no traceparent; a simulated one behaves so.
         options.setdefault("propagate_trace", False)
-        return Daemon(name, stream_hook=faults, middleware=faults.wrap, **options)
+        # A peer removed and added again is a new daemon: it starts with no sessions, as one
+        # with a store of its own did, so each daemon made under a name has a key of its own.
+        made = self._store_keys[name] = self._store_keys.get(name, 0) + 1
+        key = name if made == 1 else f"{name}#{made}"
+        return Daemon(
+            name,
+            stream_hook=faults,
+            middleware=faults.wrap,
+            store=self.store,
+            store_key=key,
+            **options,
+        )
 
     def _behavior_failed(self, name: str, exc: Exception) -> None:
         if hasattr(exc, "add_note"):  # Python 3.11+: say where it happened, under the traceback
@@ -548,6 +567,7 @@ class Fleet:
             await self._served.aclose()
         for daemon in self.daemons.values():
             await daemon.aclose()
+        await self.store.aclose()  # after every daemon wrote its sessions
         closed: set[int] = set()
         for behavior in list(self._behaviors.values()):
             close = getattr(behavior, "aclose", None)

@@ -126,6 +126,7 @@ HOST = {
     "PeerRegistry",
     "RegistryEntry",
     "SessionRateLimit",
+    "SharedStore",
     "StreamHook",
     "Turn",
     "uvicorn_options",

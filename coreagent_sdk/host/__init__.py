@@ -58,6 +58,7 @@ from ._registry import _Entry as RegistryEntry
 from ._runtimes import RuntimeBuildError
 from ._session import REPLAY_WINDOW, STARTUP_SESSION, SUBSCRIBER_QUEUE_LIMIT
 from ._session_handlers import MAX_INJECT_BYTES
+from ._shared_store import SharedStore
 
 __all__ = [
     "CALL_PEER_SPEC",
@@ -85,6 +86,7 @@ __all__ = [
     "RegistryEntry",
     "RuntimeBuildError",
     "SessionRateLimit",
+    "SharedStore",
     "StreamHook",
     "Turn",
     "uvicorn_options",

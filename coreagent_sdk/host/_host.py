@@ -58,7 +58,7 @@ from ._ratelimit import SessionRateLimit, SessionRateLimiter
 from ._registry import ANONYMOUS, Identity, PeerRegistry
 from ._replies import _q, _text, _unauthorized
 from ._runtimes import Runtimes
-from ._session import REPLAY_WINDOW, STARTUP_SESSION, _Session
+from ._session import STARTUP_SESSION, _Session
 from ._session_handlers import (
     create_session,
     delete_session,
@@ -67,8 +67,10 @@ from ._session_handlers import (
     wake,
     whoami,
 )
+from ._shared_store import SharedStore
+from ._shared_store import session_store as _session_store
 from ._spans import ServerSpans
-from ._store import SessionStore, StoredSession, sweep_period
+from ._store import StoredSession, sweep_period
 from ._store_errors import STORE_ERRORS, _answer_unreadable, _StoreUnreadable, _unreadable
 
 __all__ = [
@@ -206,13 +208,17 @@ class AgentHost:
             written there before it is sent, a session answered 201 once its row is
             (the file you name keeps them for a host started on it again, and this host
             holds it alone until it closes); None is a private temporary file, made on
-            first use and removed by `aclose()`.
+            first use and removed by `aclose()`; a `SharedStore` keeps them in a file
+            several hosts of this process share, under ``store_key``.
         propagate_trace: A `call_peer` made inside a turn sends `traceparent`, so the
             callee's trace continues this one; a daemon's does not, and False behaves
             as it does (docs/guides/tracing.md).
         store_sync: What each commit to ``store`` survives: "normal" (the default) a
             killed process, "full" a power cut too, for a disk sync per commit
-            (docs/guides/host.md).
+            (docs/guides/host.md); with a `SharedStore`, the store's own setting
+            applies ("full" is refused if the store's is "normal").
+        store_key: This host's key in a `SharedStore` (None: its ``name``); no other
+            host may use it until this one's `aclose()`.
 
     Attributes:
         name: The agent's name: its card's name, and a simulated fleet's peer name.
@@ -291,9 +297,10 @@ class AgentHost:
         on_agent_error: Callable[[Exception], None] | None = None,
         runtimes: Runtimes | None = None,
         agent_id: str | None = None,
-        store: str | os.PathLike[str] | None = None,
+        store: str | os.PathLike[str] | SharedStore | None = None,
         propagate_trace: bool = True,
         store_sync: str = "normal",
+        store_key: str | None = None,
     ) -> None:
         if (
             isinstance(session_idle_timeout, bool)
@@ -378,7 +385,7 @@ class AgentHost:
         self._ids = itertools.count(1)
         self._listings: dict[tuple[str, tuple[tuple[str, str], ...]], bytes] = {}
         self._listing_version = -1
-        self.store = SessionStore(store, window=REPLAY_WINDOW, synchronous=store_sync)
+        self.store = _session_store(name, store, store_sync, store_key)
         self._opening: asyncio.Task[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._sweep_anchor = self.clock.now()

@@ -257,10 +257,12 @@ def _holder() -> str:
 class _Db:
     """The connection and every statement; used on the worker thread only."""
 
-    def __init__(self, path: str | None, window: int, shared: bool, synchronous: str) -> None:
+    def __init__(
+        self, path: str | None, window: int, shared: bool, synchronous: str, kind: str
+    ) -> None:
         self.window = window
         self.temporary = path is None
-        self.kind = "MultiAgentHost" if shared else "AgentHost"
+        self.kind = kind
         self.lock_fd: int | None = None
         if path is None:
             fd, path = tempfile.mkstemp(prefix="coreagent-host-", suffix=".sqlite3")
@@ -409,8 +411,8 @@ class _Db:
             return
         if shared:
             raise StoreOpenError(
-                f"MultiAgentHost: store {self.path!r} holds an AgentHost's sessions; serve it "
-                "with an AgentHost, or give the MultiAgentHost a file of its own"
+                f"{self.kind}: store {self.path!r} holds an AgentHost's sessions; serve it "
+                f"with an AgentHost, or give the {self.kind} a file of its own"
             )
         raise StoreOpenError(
             f"AgentHost: store {self.path!r} holds the sessions of a MultiAgentHost's agents "
@@ -447,7 +449,10 @@ class _Db:
         """Apply `batch` in one transaction: each write's result, or the error of them all."""
         self._check_file()
         conn = self.conn
-        seqs = dict(self.seqs)
+        # The seqs this transaction uses, over the committed ones: only a commit makes them
+        # the agents' (a copy of every agent's seq per commit cost a fleet of 10,000 agents
+        # sharing one file a 10,000-entry copy per moment).
+        seqs: dict[str, int] = {}
         conn.execute("BEGIN IMMEDIATE")
         try:
             results = [self._apply(w, seqs) for w in batch]
@@ -457,13 +462,20 @@ class _Db:
         except BaseException:
             self._rollback()
             raise
-        self.seqs = seqs  # only a committed transaction uses seqs
+        self.seqs.update(seqs)
         return results
+
+    def _seq(self, agent: str, seqs: dict[str, int]) -> int:
+        """`agent`'s last seq as this transaction sees it (`seqs`, then the committed one)."""
+        if agent in seqs:
+            return seqs[agent]
+        committed = self.seqs.get(agent)
+        return committed if committed is not None else self._last_seq(agent)
 
     def _apply(self, write: _Write, seqs: dict[str, int]) -> Any:
         if isinstance(write, _Event):
             agent = write.agent
-            seq = (seqs[agent] if agent in seqs else self._last_seq(agent)) + 1
+            seq = self._seq(agent, seqs) + 1
             seqs[agent] = seq
             frame = agent_frame(seq, write.event_json)
             # A plain INSERT: meeting an existing seq is an error, never a replacement.
@@ -478,7 +490,7 @@ class _Db:
             return None
         # The agent's newest seq may be this session's: kept, so a delete frees no seq.
         agent = write.agent
-        self._count(agent, "seq", seqs[agent] if agent in seqs else self._last_seq(agent))
+        self._count(agent, "seq", self._seq(agent, seqs))
         self._delete(agent, write.session_id)
         return None
 
@@ -719,9 +731,12 @@ class StoreFile:
         window: int,
         shared: bool = False,
         synchronous: str = "normal",
+        kind: str | None = None,
     ) -> None:
+        # Who errors name: the class the user made (a shared file is a MultiAgentHost's
+        # unless its owner says otherwise, such as a SharedStore).
+        kind = kind if kind is not None else "MultiAgentHost" if shared else "AgentHost"
         if synchronous not in SYNCHRONOUS:
-            kind = "MultiAgentHost" if shared else "AgentHost"
             raise ValueError(
                 f"{kind}: store_sync must be 'normal' (survives a killed process) or 'full' "
                 f"(survives a power cut too), got {synchronous!r}"
@@ -730,6 +745,10 @@ class StoreFile:
         self.window = window
         self.shared = shared
         self.synchronous = synchronous
+        self.kind = kind
+        # The key each part of a shared file is claimed by (its SessionStore, while it lives
+        # and is not closed): two hosts under one key would mix their sessions and seqs.
+        self._claims: weakref.WeakValueDictionary[str, SessionStore] = weakref.WeakValueDictionary()
         self.write_fault: Callable[[], None] | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._db: list[_Db] = []  # the open connection, once the worker made it
@@ -771,7 +790,7 @@ class StoreFile:
         if self._db:
             return
         try:  # again after a failure: the holder may have stopped, the disk been mounted
-            self._db.append(_Db(self.path, self.window, self.shared, self.synchronous))
+            self._db.append(_Db(self.path, self.window, self.shared, self.synchronous, self.kind))
         except (OSError, ValueError, sqlite3.Error) as exc:
             self._failed = exc
             raise
@@ -892,6 +911,21 @@ class StoreFile:
         if self._pending.get(loop) and self._db:
             self._commit(loop)
 
+    def claim(self, key: str, part: SessionStore) -> None:
+        """Make `part` the one user of key `key` of this shared file, or say who has it."""
+        holder = self._claims.get(key)
+        if holder is not None and holder is not part:
+            raise ValueError(
+                f"{self.kind}: key {key!r} is in use by another host on this store; give each "
+                "host its own key (AgentHost(store_key=...)), or aclose() the other host first"
+            )
+        self._claims[key] = part
+
+    def release(self, key: str, part: SessionStore) -> None:
+        """`part` no longer uses key `key` (another host may take it)."""
+        if self._claims.get(key) is part:
+            del self._claims[key]
+
     # --- reads and the rest ---------------------------------------------------
 
     async def read(self, fn: Callable[[_Db], _T]) -> _T:
@@ -938,7 +972,9 @@ class SessionStore:
 
     Given a path (or None: a private temporary file), the store has a file of
     its own, closed with it; given a `StoreFile`, it is agent ``agent``'s part
-    of that shared file (a `MultiAgentHost`'s), which its owner closes.
+    of that shared file (a `MultiAgentHost`'s or a `SharedStore`'s), which its
+    owner closes. ``exclusive`` claims the key from its making until `aclose()`
+    (again on `open()`): another part claiming it meanwhile is refused.
     """
 
     def __init__(
@@ -948,6 +984,7 @@ class SessionStore:
         window: int,
         agent: str = "",
         synchronous: str = "normal",
+        exclusive: bool = False,
     ) -> None:
         self._owns = not isinstance(path, StoreFile)
         self.file = (
@@ -956,6 +993,9 @@ class SessionStore:
             else StoreFile(path, window=window, synchronous=synchronous)
         )
         self.agent = agent
+        self._exclusive = exclusive
+        if exclusive:
+            self.file.claim(agent, self)
 
     @property
     def path(self) -> str | None:
@@ -980,6 +1020,8 @@ class SessionStore:
     async def open(self) -> int:
         """Open the file (off the loop): the last session number this agent used."""
         agent = self.agent
+        if self._exclusive:
+            self.file.claim(agent, self)  # again after an aclose() gave the key up
         return await self.file.read(lambda db: db.last_session(agent))
 
     def append(
@@ -1032,3 +1074,5 @@ class SessionStore:
             await self.file.aclose()
         else:
             await self.file.flush()
+            if self._exclusive:
+                self.file.release(self.agent, self)
