@@ -208,20 +208,35 @@ async def test_the_default_pool_runs_many_calls_at_once() -> None:
 
 
 async def test_waiting_for_a_connection_counts_against_the_calls_deadline() -> None:
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def hold(turn: Turn) -> str:
+        started.set()
+        if turn.prompt == "one":
+            await release.wait()  # holds the tool's two connections until the test says
+            return "one"
+        await asyncio.Event().wait()  # the second call's turn never ends: it meets its deadline
+        return "never"
+
     fleet = Fleet()
-    fleet.add_peer("slow", behaviors.slow(0.4))
-    tool = fleet.call_peer(timeout=0.6, max_connections=2)
+    fleet.add_peer("slow", behaviors.custom(hold))
+    tool = fleet.call_peer(timeout=0.8, max_connections=2)
     first = asyncio.ensure_future(tool.acall(peer="slow", prompt="one"))
-    await asyncio.sleep(0.05)
-    started = time.perf_counter()
+    await started.wait()  # the first call holds both connections
+    started.clear()
+    begun = time.perf_counter()
     watch = Stopwatch()  # less this thread's waits for a CPU: the fleet runs on this loop
-    # It waits ~0.35 s for the first call's connections, then needs 0.4 s more: past 0.6 s.
-    with pytest.raises(PeerTimeoutError, match=r"did not finish within 0\.6 s") as info:
-        await tool.acall(peer="slow", prompt="two")
-    took, own = time.perf_counter() - started, watch.seconds()
-    assert (await first).response == "one"
+    second = asyncio.ensure_future(tool.acall(peer="slow", prompt="two"))
+    await asyncio.sleep(0.3)  # the second call waits 0.3 s of its 0.8 s for a connection
+    release.set()
+    assert (await first).response == "one"  # ended 0.3 s (and its setup) into its 0.8 s
+    with pytest.raises(PeerTimeoutError, match=r"did not finish within 0\.8 s") as info:
+        await second
+    took, own = time.perf_counter() - begun, watch.seconds()
     await fleet.aclose()
-    assert took >= 0.55 and own < 0.9  # not before its deadline; then at once (load aside)
+    assert started.is_set()  # the second call's prompt reached the peer after the wait
+    # Not before its deadline; and at it, not 0.3 s later (the wait counted), load aside.
+    assert took >= 0.79 and own < 1.0
     assert info.value.retry_safe is False  # its prompt went out after the wait
 
 
