@@ -19,6 +19,7 @@ from ._deadline import DEFAULT_REQUEST_TIMEOUT, NO_HTTPX_TIMEOUT, outer_deadline
 from ._endpoint import checked_base_url, endpoint_problem, shown_url
 from ._http import (
     make_http_client,
+    own_requests,
     parse_json,
     read_json_bytes,
     status_error,
@@ -160,6 +161,16 @@ class AttachClient:
             read["Authorization"] = f"Bearer {self._token}"
         self._read_headers = read
         self._write_headers = {**read, "Content-Type": _JSON}
+        self._events_headers = {
+            **read,
+            "Accept": "text/event-stream",
+            # Compressing an event stream saves nothing and turns each read
+            # into an unbounded inflate: ask for it plain.
+            "Accept-Encoding": "identity",
+            _VERSION_HEADER: PROTOCOL_VERSION,
+        }
+        # The SDK's own client: requests built from the parsed base URL (None: a user's client).
+        self._requests = own_requests(self._http, self.base_url)
 
     def __repr__(self) -> str:
         token = "set" if self._token else "none"
@@ -197,20 +208,47 @@ class AttachClient:
         headers = self._write_headers if write else self._read_headers
         request = self._build(
             method,
-            self.base_url + path,
+            path,
             # Writes always declare JSON, even with no body: the daemon answers 415 otherwise.
             content=json.dumps(body).encode() if body is not None else (b"" if write else None),
             headers={**headers, **extra_headers} if extra_headers else headers,
+            fixed_headers=not extra_headers,
             params=params,
         )
         return await self._open(request, hint_by_status)
 
-    def _build(self, method: str, url: str, **kwargs: Any) -> httpx.Request:
-        """A request for `url`; a URL httpx cannot encode is a typed error, never dialed."""
+    def _build(
+        self,
+        method: str,
+        path: str,
+        *,
+        headers: dict[str, str],
+        content: bytes | None = None,
+        params: Any = None,
+        timeout: httpx.Timeout | None = None,
+        fixed_headers: bool = True,
+    ) -> httpx.Request:
+        """A request for `path`; a URL httpx cannot encode is a typed error, never dialed.
+
+        ``fixed_headers``: `headers` is one of this client's own dicts, never changed.
+        """
         if self.timeout is not None or outer_deadline():
-            kwargs["timeout"] = NO_HTTPX_TIMEOUT  # the deadline bounds it, not per-read timers
+            timeout = NO_HTTPX_TIMEOUT  # the deadline bounds it, not per-read timers
+        if self._requests is not None and params is None and fixed_headers:
+            request = self._requests.build(
+                method,
+                path,
+                headers=headers,
+                content=content,
+                timeout=self._http.timeout if timeout is None else timeout,
+            )
+            if request is not None:
+                return request
+        kwargs: dict[str, Any] = {"content": content, "headers": headers, "params": params}
+        if timeout is not None:
+            kwargs["timeout"] = timeout
         try:
-            return self._http.build_request(method, url, **kwargs)
+            return self._http.build_request(method, self.base_url + path, **kwargs)
         except (httpx.InvalidURL, UnicodeError, ValueError) as exc:
             failure = TransportFailure(
                 f"attach: cannot send {method} to {shown_url(self.base_url)}: httpx refuses "
@@ -347,15 +385,8 @@ class AttachClient:
         """
         request = self._build(
             "GET",
-            self.base_url + _session_path(path) + "/events",
-            headers={
-                **self._read_headers,
-                "Accept": "text/event-stream",
-                # Compressing an event stream saves nothing and turns each read
-                # into an unbounded inflate: ask for it plain.
-                "Accept-Encoding": "identity",
-                _VERSION_HEADER: PROTOCOL_VERSION,
-            },
+            _session_path(path) + "/events",
+            headers=self._events_headers,
             params=[("since", str(since))] if since is not None else None,
             timeout=_STREAM_TIMEOUT,
         )

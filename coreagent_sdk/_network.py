@@ -33,7 +33,7 @@ import h11
 import httpcore
 import httpx
 
-__all__ = ["NetworkTransport"]
+__all__ = ["NetworkTransport", "mocked"]
 
 _MAX_HEAD = 100 * 1024  # bytes of a response head (httpcore's bound)
 _HIGH_WATER = 256 * 1024  # body bytes held unread before the socket stops being read
@@ -237,7 +237,7 @@ _HTTPX_SEND = _original(httpx.AsyncHTTPTransport, "httpx._transports.default")
 _HTTPCORE_SEND = _original(httpcore.AsyncConnectionPool, "httpcore._async.connection_pool")
 
 
-def _mocked() -> bool:
+def mocked() -> bool:
     """Whether a test library has patched httpx's or httpcore's network path (respx does).
 
     Such a library expects every request of a default client to go through
@@ -274,7 +274,7 @@ class NetworkTransport(httpx.AsyncHTTPTransport):
         verify: ssl.SSLContext | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        # httpx's own path, taken only while it is patched (see _mocked); builds no socket.
+        # httpx's own path, taken only while it is patched (see mocked); builds no socket.
         super().__init__(
             verify=verify if verify is not None else True,
             limits=httpx.Limits(
@@ -303,7 +303,7 @@ class NetworkTransport(httpx.AsyncHTTPTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Send `request` on an idle connection of its origin, or a new one."""
-        if _mocked():
+        if mocked():
             return await httpx.AsyncHTTPTransport.handle_async_request(self, request)
         url = request.url
         scheme = url.raw_scheme
