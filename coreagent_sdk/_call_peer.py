@@ -115,6 +115,7 @@ _SEPARATOR = "\n\n"
 # All a delegation reads; capabilities, status and inbox frames go unparsed.
 _READ_TYPES = frozenset({"agent", "turn-complete", "turn-error"})
 _READING = "the event stream"  # the step of a delegation that reads the turn
+_KEPT_CLIENTS = 256  # peers' attach clients a tool keeps for reuse (see _client_for)
 _MAX_LISTED = 50  # names listed in an unknown-peer error
 _MAX_LISTING = 4000  # characters of names listed in one: 50 long names stay one screen
 _MAX_QUOTED = 1000  # characters of a peer's own words quoted in an error message
@@ -461,6 +462,10 @@ class CallPeer:
         self.max_connections = max_connections
         self._http = LoopBoundClient(transport, max_connections)
         self._slots = CallSlots(max_connections // 2)
+        # Clients by (pool, endpoint, token, event bound); see _client_for.
+        self._attach_clients: dict[
+            tuple[int, str, str | None, int], tuple[httpx.AsyncClient, AttachClient]
+        ] = {}
         self.delete_sessions = bool(delete_sessions)
         self._meter_provider = meter_provider
         # Sync calls run here. Collected with the tool: its loop closes its own connections.
@@ -879,13 +884,24 @@ class CallPeer:
                 "to allowed_hosts if it is trusted"
             )
         bound = _event_bound(cap)
-        return AttachClient(
+        http = self._http.get()
+        # A peer's client is made once per event loop's pool and reused: making one parses
+        # and checks its URL and merges its headers, a twentieth of a delegation's CPU.
+        key = (id(http), target.endpoint, token, bound)
+        kept = self._attach_clients.get(key)
+        if kept is not None and kept[0] is http:
+            return kept[1]
+        client = AttachClient(
             target.endpoint,
-            http_client=self._http.get(),
+            http_client=http,
             token=token,
             max_event_bytes=bound,
             max_line_bytes=bound,
         )
+        if len(self._attach_clients) >= _KEPT_CLIENTS:
+            self._attach_clients.clear()  # bounded: a fleet larger than this makes them anew
+        self._attach_clients[key] = (http, client)
+        return client
 
     async def _ask(
         self, call: _Call, target: Peer, prompt: str, token: str | None

@@ -312,6 +312,40 @@ async def test_a_protected_peer_answers_401_and_the_error_names_the_variable(mak
     )
 
 
+async def test_one_tool_sends_the_token_its_variable_holds_at_each_call(make_reach) -> None:
+    # The tool keeps a peer's client between calls: a token changed between calls must
+    # still be the one sent, and the old one refused again when it comes back.
+    fleet = Fleet(tokens={"good-token": "alice"})
+    fleet.add_peer("secure", behaviors.echo(), token="good-token")
+    reach = await make_reach(fleet)
+    environ = {TOKEN_ENV: "good-token"}
+    tool = reach.call_peer(
+        directory=reach.directory(token="good-token"),
+        token_env=TOKEN_ENV,
+        environ=environ,
+        timeout=10,
+    )
+    assert (await tool.acall(peer="secure", prompt="first")).response == "first"
+    environ[TOKEN_ENV] = "stale-token"
+    with pytest.raises(PeerRequestError, match=r"\(401\)"):
+        await tool.acall(peer="secure", prompt="second")
+    environ[TOKEN_ENV] = "good-token"
+    assert (await tool.acall(peer="secure", prompt="third")).response == "third"
+
+
+async def test_the_clients_a_tool_keeps_for_its_peers_are_bounded_and_reused() -> None:
+    # Nothing is sent: clients are only made (a fleet of 600 endpoints, twice over).
+    tool = CallPeer(StaticDirectory([]))
+    peers = [Peer(f"p{i}", f"http://127.0.0.1:{1000 + i}") for i in range(600)]
+    first = tool._client_for("p0", peers[0], None, tool.max_response_bytes)
+    assert tool._client_for("p0", peers[0], None, tool.max_response_bytes) is first
+    assert tool._client_for("p0", peers[0], "other", tool.max_response_bytes) is not first
+    for peer in peers:
+        tool._client_for(peer.name, peer, None, tool.max_response_bytes)
+        assert len(tool._attach_clients) <= 256
+    await tool.aclose()
+
+
 # --- the read loop's endings ------------------------------------------------------
 
 
