@@ -374,13 +374,17 @@ class NetworkTransport(httpx.AsyncHTTPTransport):
     def _take_idle(self, origin: _Origin) -> _Connection | None:
         """The most recently used idle connection of `origin` still fit for a request."""
         idle = self._idle.get(origin)
+        found = None
         while idle:
             conn, _ = idle.popitem()
             del self._idle_all[conn]
             if conn.reusable:
-                return conn
+                found = conn
+                break
             self._gone(conn)
-        return None
+        if idle is not None and not idle:
+            del self._idle[origin]  # an origin with nothing idle keeps no entry
+        return found
 
     async def _dial(self, origin: _Origin) -> _Connection:
         scheme, host, port = origin
@@ -424,7 +428,10 @@ class NetworkTransport(httpx.AsyncHTTPTransport):
 
     def _unidle(self, conn: _Connection) -> None:
         if self._idle_all.pop(conn, 0) is None:
-            self._idle[conn.origin].pop(conn, None)
+            idle = self._idle[conn.origin]
+            del idle[conn]
+            if not idle:
+                del self._idle[conn.origin]  # an origin with nothing idle keeps no entry
 
     def _gone(self, conn: _Connection) -> None:
         if not conn.gone:
@@ -457,6 +464,11 @@ class NetworkTransport(httpx.AsyncHTTPTransport):
         for conn in list(self._idle_all):
             self.discard(conn)
         await super().aclose()
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        # httpx's client, leaving its `async with`, exits its transport's context rather
+        # than calling aclose(); httpx's own transport would close only its unused pool.
+        await self.aclose()
 
 
 async def _send(conn: _Connection, request: httpx.Request) -> None:

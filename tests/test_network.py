@@ -105,6 +105,45 @@ async def test_an_idle_connection_is_reused_until_its_expiry_and_not_after(peer:
     assert transport.dialed == 2
 
 
+async def test_the_pool_keeps_nothing_for_an_origin_once_it_has_no_idle_connection() -> None:
+    # Many peers met once each, over a long life: an origin whose idle connections all
+    # expired, were taken or were closed leaves no entry behind; leaving the client's
+    # `async with` closes what is idle.
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError, asyncio.IncompleteReadError):
+            while await reader.readuntil(b"\r\n\r\n"):
+                writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")
+                await writer.drain()
+        writer.close()
+
+    servers = [await asyncio.start_server(answer, "127.0.0.1", 0) for _ in range(3)]
+    urls = [f"http://127.0.0.1:{s.sockets[0].getsockname()[1]}/" for s in servers]
+    now = [0.0]
+    transport = NetworkTransport(keepalive_expiry=4.0, clock=lambda: now[0], max_connections=2)
+    try:
+        async with httpx.AsyncClient(transport=transport, trust_env=False) as http:
+            for url in urls[:2]:
+                assert (await http.get(url)).status_code == 204
+            assert len(transport._idle) == 2
+            # Past the cap, the third origin's request closes the oldest idle one for room.
+            assert (await http.get(urls[2])).status_code == 204
+            assert len(transport._idle) == 2
+            # Taken for a request: its origin's entry goes while it is in use.
+            async with http.stream("GET", urls[2]) as response:
+                assert len(transport._idle) == 1
+                await response.aread()
+            now[0] = 10.0  # every idle one expires on the next request
+            assert (await http.get(urls[0])).status_code == 204
+            assert list(transport._idle) == [
+                (b"http", b"127.0.0.1", servers[0].sockets[0].getsockname()[1])
+            ]
+        assert transport._idle == {}
+    finally:
+        for server in servers:
+            server.close()
+            await server.wait_closed()
+
+
 async def test_a_request_past_max_connections_waits_for_one_to_free(peer: Relay) -> None:
     transport = NetworkTransport(max_connections=1)
     async with (
