@@ -33,6 +33,8 @@ import h11
 import httpcore
 import httpx
 
+from ._request_bytes import request_bytes
+
 __all__ = ["NetworkTransport", "mocked"]
 
 _MAX_HEAD = 100 * 1024  # bytes of a response head (httpcore's bound)
@@ -473,6 +475,10 @@ class NetworkTransport(httpx.AsyncHTTPTransport):
 
 async def _send(conn: _Connection, request: httpx.Request) -> None:
     h = conn.h11
+    whole = request_bytes(h, request)
+    if whole is not None:  # a small request in memory: one write
+        await conn.write(whole)
+        return
     await conn.write(
         h.send(
             h11.Request(
