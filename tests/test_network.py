@@ -15,6 +15,8 @@ from coreagent_sdk import AttachClient, CallPeer, Peer, StaticDirectory, _networ
 from coreagent_sdk._network import NetworkTransport
 from coreagent_sdk.host import AgentHost, Turn
 
+from .no_content import answer_no_content
+
 
 class Relay:
     """A loopback TCP relay in front of a server, counting the connections it accepts."""
@@ -109,14 +111,7 @@ async def test_the_pool_keeps_nothing_for_an_origin_once_it_has_no_idle_connecti
     # Many peers met once each, over a long life: an origin whose idle connections all
     # expired, were taken or were closed leaves no entry behind; leaving the client's
     # `async with` closes what is idle.
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(OSError, asyncio.IncompleteReadError):
-            while await reader.readuntil(b"\r\n\r\n"):
-                writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")
-                await writer.drain()
-        writer.close()
-
-    servers = [await asyncio.start_server(answer, "127.0.0.1", 0) for _ in range(3)]
+    servers = [await asyncio.start_server(answer_no_content, "127.0.0.1", 0) for _ in range(3)]
     urls = [f"http://127.0.0.1:{s.sockets[0].getsockname()[1]}/" for s in servers]
     now = [0.0]
     transport = NetworkTransport(keepalive_expiry=4.0, clock=lambda: now[0], max_connections=2)

@@ -12,6 +12,8 @@ import pytest
 from coreagent_sdk._network import NetworkTransport
 from coreagent_sdk._request_bytes import request_bytes
 
+from .no_content import answer_no_content
+
 URL = "http://127.0.0.1:9/sessions/s-1/inject"  # never dialed: bytes are compared in memory
 
 
@@ -97,14 +99,7 @@ async def test_a_header_carrying_a_line_break_is_refused_and_nothing_is_sent() -
 
 
 async def test_a_request_saying_connection_close_leaves_its_connection_unpooled() -> None:
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(OSError, asyncio.IncompleteReadError):
-            while await reader.readuntil(b"\r\n\r\n"):
-                writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")
-                await writer.drain()
-        writer.close()
-
-    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    server = await asyncio.start_server(answer_no_content, "127.0.0.1", 0)
     url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/x"
     transport = NetworkTransport()
     try:
