@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import subprocess
@@ -62,12 +63,45 @@ async def serve(mode: str) -> None:
         host.serve(on_ready=ready.set_result, handle_signals=False, grace=0)
     )
     print(json.dumps(await ready), flush=True)
-    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)  # until closed
+    loop = asyncio.get_running_loop()
+    for _ in range(1_000_000):  # bounded; a line asks for the numbers, EOF stops the host
+        if not await loop.run_in_executor(None, sys.stdin.readline):
+            break
+        print(json.dumps({"gc_s": _GC[0], "collections": _GC[1], "in_memory": len(host.sessions),
+                          "gc_by_generation": _GC_BY_GENERATION}),
+              flush=True)  # fmt: skip
     host.stop()
     await serving
 
 
-async def drive(mode: str, pid: int, url: str, total: int, in_flight: int) -> dict[str, Any]:
+_GC = [0.0, 0, 0.0]  # seconds collecting, collections, when the current one started
+_GC_BY_GENERATION = [0.0, 0.0, 0.0]  # seconds collecting, by the generation collected
+
+
+def _time_gc(phase: str, info: dict[str, Any]) -> None:
+    """A `gc.callbacks` entry: the collector's own time, each collection timed."""
+    if phase == "start":
+        _GC[2] = time.process_time()  # CPU time: a loaded machine does not inflate it
+    else:
+        took = time.process_time() - _GC[2]
+        _GC[0] += took
+        _GC[1] += 1
+        _GC_BY_GENERATION[info["generation"]] += took
+
+
+def _host_numbers(server: subprocess.Popen[str]) -> dict[str, Any]:
+    """The host's GC time, collections and sessions in memory, asked over its stdin."""
+    assert server.stdin is not None
+    assert server.stdout is not None
+    server.stdin.write("numbers\n")
+    server.stdin.flush()
+    return dict(json.loads(server.stdout.readline()))
+
+
+async def drive(
+    mode: str, server: subprocess.Popen[str], url: str, total: int, in_flight: int
+) -> dict[str, Any]:
+    pid = server.pid
     from coreagent_sdk import CallPeer, Peer, StaticDirectory
 
     tool = CallPeer(
@@ -78,11 +112,13 @@ async def drive(mode: str, pid: int, url: str, total: int, in_flight: int) -> di
     )
     failed = 0
     tenth = max(1, total // TENTHS)
-    points: list[tuple[int, float, float, float]] = []  # (done, rss MiB, cpu s, wall s)
+    # (done, rss MiB, cpu s, wall s, gc s, sessions in memory)
+    points: list[tuple[int, float, float, float, float, int]] = []
     try:
         await tool.acall(peer="bench", prompt=PROMPT)  # warm: the pool's first connection
         started = time.perf_counter()
-        points.append((0, _rss_mib(pid), _cpu_of(pid), 0.0))
+        numbers = _host_numbers(server)
+        points.append((0, _rss_mib(pid), _cpu_of(pid), 0.0, numbers["gc_s"], numbers["in_memory"]))
         for _ in range(TENTHS):
 
             async def worker(queue: Iterator[int]) -> None:
@@ -98,7 +134,16 @@ async def drive(mode: str, pid: int, url: str, total: int, in_flight: int) -> di
                 asyncio.gather(*(worker(queue) for _ in range(in_flight))), DEADLINE * tenth
             )
             done = points[-1][0] + tenth
-            points.append((done, _rss_mib(pid), _cpu_of(pid), time.perf_counter() - started))
+            wall = time.perf_counter() - started
+            numbers = _host_numbers(server)
+            points.append(
+                (done, _rss_mib(pid), _cpu_of(pid), wall, numbers["gc_s"], numbers["in_memory"])
+            )
+            print(f"  {mode}: {done:,} delegations, host RSS {points[-1][1]:.1f} MiB, GC "
+                  f"{numbers['gc_s']:.2f} s (by generation "
+                  f"{' / '.join(f'{g:.2f}' for g in numbers['gc_by_generation'])}), "
+                  f"{numbers['in_memory']} sessions in memory, "
+                  f"{done / wall:.0f}/s, load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
     finally:
         await tool.aclose()
     return {"points": points, "failed": failed}
@@ -118,7 +163,7 @@ def run(mode: str, args: argparse.Namespace, code: str | None) -> dict[str, Any]
     try:
         assert server.stdout is not None
         url = json.loads(server.stdout.readline())
-        result = asyncio.run(drive(mode, server.pid, url, args.delegations, args.in_flight))
+        result = asyncio.run(drive(mode, server, url, args.delegations, args.in_flight))
     finally:
         if server.stdin is not None:
             server.stdin.close()
@@ -140,10 +185,15 @@ def report(label: str, result: dict[str, Any]) -> None:
     def cpu_ms(a: int, b: int) -> float:
         return (points[b][2] - points[a][2]) * 1000 / max(1, points[b][0] - points[a][0])
 
+    def gc_ms(a: int, b: int) -> float:  # per 1,000 delegations
+        return (points[b][4] - points[a][4]) * 1e6 / max(1, points[b][0] - points[a][0])
+
     rate = last[0] / last[3] if last[3] else 0.0
+    end = len(points) - 1
     print(
         f"| {label} | {last[0]:,} | {rss} | {growth:+.0f} | {cpu_ms(0, 1):.2f} / "
-        f"{cpu_ms(len(points) - 2, len(points) - 1):.2f} | {rate:.0f}/s | {result['failed']} |",
+        f"{cpu_ms(end - 1, end):.2f} | {gc_ms(0, 1):.0f} / {gc_ms(end - 1, end):.0f} "
+        f"({last[4]:.1f} s) | {last[5]} | {rate:.0f}/s | {result['failed']} |",
         flush=True,
     )
 
@@ -157,6 +207,7 @@ def main() -> None:
     parser.add_argument("--code", help="serve the host from this checkout too, side by side")
     args = parser.parse_args()
     if args.serve:
+        gc.callbacks.append(_time_gc)
         asyncio.run(serve(args.serve))
         return
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -164,9 +215,10 @@ def main() -> None:
           f"{args.in_flight} in flight", flush=True)  # fmt: skip
     print(
         "| host, sessions | delegations | server RSS MiB at each tenth | growth, second half, "
-        "B/delegation | server CPU ms/delegation, first / last tenth | rate | failed |"
+        "B/delegation | server CPU ms/delegation, first / last tenth | server GC ms per "
+        "1,000 delegations, first / last tenth (total) | sessions in memory | rate | failed |"
     )
-    print("|---|---:|---|---:|---:|---:|---:|")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
     for mode in args.modes:
         if args.code:
             report(f"before ({args.code}), {mode}", run(mode, args, args.code))

@@ -11,8 +11,9 @@ same run:
 - h11: this checkout on uvicorn's h11 parser (what a host without httptools gets)
 - httptools: this checkout as `AgentHost.serve()` serves it where httptools is
   installed (the `host` extra)
-- uvloop: the same on uvloop's event loop (``python -m coreagent_sdk.host`` uses
-  it where installed)
+- uvloop: the same on uvloop's event loop
+- frozen, uvloop-frozen: what the process loaded before serving frozen out of the
+  garbage collector (`gc.freeze()`), on asyncio's loop or uvloop's
 
 Rounds are interleaved (every variant at one level, then the next level, then
 the next round); each cell is best and median of the rounds, the ratio is the
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import statistics
@@ -39,7 +41,7 @@ from typing import Any
 
 from wire_speed import CLIENT_CORE, DEADLINE, SERVER_CORE, _cpu_of, _load, _rss_mib, serve_coreagent
 
-VARIANTS = ("before", "h11", "httptools", "uvloop")
+VARIANTS = ("before", "h11", "httptools", "uvloop", "frozen", "uvloop-frozen")
 WIRE_SPEED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wire_speed.py")
 
 
@@ -49,7 +51,12 @@ def serve(variant: str) -> None:
         from coreagent_sdk.host import _limits
 
         _limits._http_protocol = lambda: _limits.GoHeaderLimits  # type: ignore[assignment]
-    if variant == "uvloop":
+    if variant.endswith("frozen"):
+        import coreagent_sdk.host  # noqa: F401 (what a host process has loaded before serving)
+
+        gc.collect()
+        gc.freeze()
+    if variant.startswith("uvloop"):
         import uvloop
 
         uvloop.run(serve_coreagent())

@@ -24,7 +24,6 @@ only a killed process (the default, `normal`); see the host guide.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib
 import json
 import os
@@ -36,6 +35,7 @@ from ..errors import CoreAgentError
 from ._agents_host import MultiAgentHost
 from ._attach_auth import read_attach_token
 from ._host import DEFAULT_GRACE, DEFAULT_SESSION_IDLE_TIMEOUT, AgentHost
+from ._process import run
 from ._store import SYNCHRONOUS
 
 
@@ -223,10 +223,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps({"agents": urls}), flush=True)
 
     try:
+        # On uvloop where installed (the `uvloop` extra): the same code, its loop in C.
         if isinstance(host, MultiAgentHost):
-            asyncio.run(host.serve(args.host, args.port, grace=args.grace, on_ready=ready_all))
+            run(host.serve(args.host, args.port, grace=args.grace, on_ready=ready_all))
         else:
-            asyncio.run(host.serve(args.host, args.port, grace=args.grace, on_ready=ready))
+            run(host.serve(args.host, args.port, grace=args.grace, on_ready=ready))
     except (OSError, ValueError, RuntimeError, CoreAgentError) as exc:
         print(f"coreagent_sdk.host: {exc}", file=sys.stderr)
         return 1
