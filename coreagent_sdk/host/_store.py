@@ -151,6 +151,9 @@ SYNCHRONOUS = ("normal", "full")
 """What a named store may sync at each commit (`synchronous=`): see the module's contract."""
 _REPLAY_PAGE_BYTES = 64 * 1024  # one replay read: at least one event, at most about this
 _TRIM_EVERY = 500  # events a session may gain past the window before its oldest go
+# Sessions whose events since their last trim are counted; past it the longest counted is
+# trimmed now and let go (one counter per session ever written grew a host without end).
+_COUNTED_SESSIONS = 1024
 
 MIN_SWEEP_PERIOD = 60.0
 """The shortest interval between idle sweeps, as the daemon floors its ticker (1 min)."""
@@ -515,8 +518,14 @@ class _Db:
         added = self.unpruned.get(key, 0) + 1
         if added < _TRIM_EVERY:
             self.unpruned[key] = added
+            if len(self.unpruned) > _COUNTED_SESSIONS:
+                self._trim(*next(iter(self.unpruned)))  # the first counted of them
             return
-        self.unpruned.pop(key, None)
+        self._trim(agent, session_id)
+
+    def _trim(self, agent: str, session_id: str) -> None:
+        """Delete a session's events older than the window; its count starts again."""
+        self.unpruned.pop((agent, session_id), None)
         self.conn.execute(
             "DELETE FROM events WHERE agent = ? AND session_id = ? AND seq < (SELECT seq "
             "FROM events WHERE agent = ? AND session_id = ? ORDER BY seq DESC LIMIT 1 "
