@@ -1,6 +1,6 @@
 """The simulator in process against another checkout of it, and its 10,000-peer ratio.
 
-One command for issue 29's two in-process figures, both measured in this run:
+One command for the simulator's two in-process figures, both measured in this run:
 
 - **today against a baseline checkout** (``--baseline DIR``, such as the code
   before the daemons moved onto the agent host: ``git archive 46adac7 | tar -x
