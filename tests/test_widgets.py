@@ -200,7 +200,9 @@ def test_a_view_whose_event_loop_has_closed_still_draws_the_events_that_follow()
     clock = SteppedTime()  # the throttle's clock moves by hand, not with a loaded machine
 
     async def build() -> CallLogView:
-        view = CallLogView(min_interval=0.02)
+        # The loop's timer for the due redraw is real time: at 60 s it cannot fire while
+        # asyncio.run shuts the loop down, however slow a loaded machine makes that.
+        view = CallLogView(min_interval=60)
         view._throttle._timer = clock.monotonic
         view.on_event(CallPeerEvent("started", "call_peer", "p", call_id=1))  # draws at once
         view.on_event(CallPeerEvent("finished", "call_peer", "p", call_id=1))  # a redraw is due
@@ -209,7 +211,7 @@ def test_a_view_whose_event_loop_has_closed_still_draws_the_events_that_follow()
     view = asyncio.run(build())  # its loop closes with that redraw still due
     view.on_event(CallPeerEvent("finished", "call_peer", "p", call_id=2))
     assert "finished" not in Page(view.widget.value).text  # inside the interval: not yet
-    clock.step(0.02)  # no loop any more: the next event draws once the interval has passed
+    clock.step(60)  # no loop any more: the next event draws once the interval has passed
     view.on_event(CallPeerEvent("finished", "call_peer", "p", call_id=3))
     assert "CallLog: 3 (finished 3)" in Page(view.widget.value).text
     view.close()
