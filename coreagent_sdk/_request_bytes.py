@@ -63,11 +63,28 @@ def request_bytes(h: h11.Connection, request: httpx.Request) -> bytes | None:
     if not host or length != (str(len(body)).encode() if body or length is not None else None):
         return None
     parts += (b"\r\n", body)
-    # What h11 needs to read the answer: the method (a HEAD's answer has no body) and
-    # whether the connection closes after it.
-    said = (
-        [(b"Host", b"-")] if connection is None else [(b"Host", b"-"), (b"Connection", connection)]
-    )
-    h.send(h11.Request(method=method, target=b"/", headers=said))
-    h.send(h11.EndOfMessage())
+    h.send(_told(method, connection))
+    h.send(_END)
     return b"".join(parts)
+
+
+_END = h11.EndOfMessage()
+_TOLD: dict[tuple[bytes, bytes | None], h11.Request] = {}
+
+
+def _told(method: bytes, connection: bytes | None) -> h11.Request:
+    """The request h11 is told of: what it needs to read the answer.
+
+    The method (a HEAD's answer has no body) and whether the connection closes
+    after it. h11's events are immutable, so each is made once.
+    """
+    key = (method, connection)
+    event = _TOLD.get(key)
+    if event is None:
+        said = [(b"Host", b"-")]
+        if connection is not None:
+            said.append((b"Connection", connection))
+        event = h11.Request(method=method, target=b"/", headers=said)
+        if len(_TOLD) < 32:  # the few methods and Connection values the SDK sends
+            _TOLD[key] = event
+    return event
