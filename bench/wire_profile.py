@@ -70,6 +70,8 @@ def summarize(raw: Path, title: str, top: int) -> None:
         if "select (" in frames[-1] and "selectors.py" in frames[-1]:
             idle += n  # the loop waiting for the network: not work
             continue
+        if any("<frozen importlib" in frame for frame in frames):
+            continue  # importing modules at start-up: not a delegation's work
         total += n
         for package in {p for p in map(_package, frames) if p is not None}:
             by_package[package] += n

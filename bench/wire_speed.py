@@ -8,6 +8,9 @@ short streamed chunks and a final answer, the caller reading all of it.
 - coreagent: `CallPeer` -> `AgentHost` (served as `AgentHost.serve()` serves it)
 - coreagent-httpx: the same, the caller over httpx's own transport and pool (the SDK's
   network path before `NetworkTransport`), a baseline for the caller's side
+- coreagent-before: the same `CallPeer` imported from another checkout (`--before DIR`,
+  say `git archive <commit> | tar -x -C DIR`), against the same server: a change to the
+  caller measured against the code before it, in the same run
 - a2a-stream / a2a-send: the A2A SDK's JSON-RPC server and client, the
   answer streamed (`SendStreamingMessage`) or returned whole (`SendMessage`)
 - mcp-kept / mcp-fresh: the MCP SDK's streamable-HTTP server, a tool
@@ -19,7 +22,7 @@ is best and median of the rounds. CPU is each process's own (user + system)
 over the timed part, per delegation; RSS is the server's at the end.
 
     pip install -e '.[host,contenders]'
-    python bench/wire_speed.py [--levels 1 10 200] [--rounds 3] [--seconds 10]
+    python bench/wire_speed.py [--levels 1 10 200] [--rounds 3] [--seconds 10] [--before DIR]
 
 Every loop is bounded by a count and a time; nothing leaves 127.0.0.1.
 """
@@ -40,9 +43,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-CONTENDERS = ("coreagent", "coreagent-httpx", "a2a-stream", "a2a-send", "mcp-kept", "mcp-fresh")
-SERVERS = {"coreagent": "coreagent", "coreagent-httpx": "coreagent", "a2a-stream": "a2a",
-           "a2a-send": "a2a", "mcp-kept": "mcp", "mcp-fresh": "mcp"}  # fmt: skip
+CONTENDERS = ("coreagent", "coreagent-httpx", "coreagent-before", "a2a-stream", "a2a-send",
+              "mcp-kept", "mcp-fresh")  # fmt: skip
+SERVERS = {"coreagent": "coreagent", "coreagent-httpx": "coreagent",
+           "coreagent-before": "coreagent", "a2a-stream": "a2a", "a2a-send": "a2a",
+           "mcp-kept": "mcp", "mcp-fresh": "mcp"}  # fmt: skip
 CHUNKS = ("Checking the cluster. ", "All nodes answer. ", "Load is normal. ")
 PROMPT = "How is the cluster doing?"
 ANSWER = "done: " + PROMPT
@@ -339,6 +344,11 @@ def _load() -> str:
 
 def compare(args: argparse.Namespace) -> None:
     contenders = [c for c in CONTENDERS if c in args.only] if args.only else list(CONTENDERS)
+    if args.before is None:
+        contenders = [c for c in contenders if c != "coreagent-before"]
+    elif "coreagent-before" not in contenders:
+        contenders.insert(contenders.index("coreagent") + 1 if "coreagent" in contenders else 0,
+                          "coreagent-before")  # fmt: skip
     servers: dict[str, tuple[subprocess.Popen[str], str, float]] = {}
     for kind in dict.fromkeys(SERVERS[c] for c in contenders):
         proc = subprocess.Popen(
@@ -358,6 +368,9 @@ def compare(args: argparse.Namespace) -> None:
                 for contender in contenders:
                     proc, url, _ = servers[SERVERS[contender]]
                     before = _cpu_of(proc.pid)
+                    env = dict(os.environ)
+                    if contender == "coreagent-before":  # that checkout's SDK, not this one's
+                        env["PYTHONPATH"] = os.path.abspath(args.before)
                     out = subprocess.run(
                         _pinned(
                             CLIENT_CORE, "drive", contender, url, str(level), str(args.seconds)
@@ -366,13 +379,14 @@ def compare(args: argparse.Namespace) -> None:
                         text=True,
                         timeout=args.seconds + 4 * DEADLINE,
                         check=True,
+                        env=env,
                     ).stdout
                     got = json.loads(out.strip().splitlines()[-1])
                     got["server_cpu"] = _cpu_of(proc.pid) - before
                     results.setdefault((contender, level), []).append(got)
                     print(
                         f"  round {round_ + 1} {contender:>10} @{level:<4} {got['rate']:7.0f}/s"
-                        f"  failed {sum(got['failures'].values())}",
+                        f"  failed {sum(got['failures'].values())}  load {_load()}",
                         flush=True,
                     )
         rss = {kind: (start, _rss_mib(proc.pid)) for kind, (proc, _, start) in servers.items()}
@@ -437,6 +451,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--only", nargs="+", choices=CONTENDERS)
+    parser.add_argument(
+        "--before", metavar="DIR", help="a checkout whose CallPeer runs as coreagent-before"
+    )
     args = parser.parse_args()
     if args.command == "serve":
         serve_fn = {"coreagent": serve_coreagent, "a2a": serve_a2a, "mcp": serve_mcp}[args.kind]
