@@ -39,7 +39,16 @@ import subprocess
 import sys
 from typing import Any
 
-from wire_speed import CLIENT_CORE, DEADLINE, SERVER_CORE, _cpu_of, _load, _rss_mib, serve_coreagent
+from wire_speed import (
+    CLIENT_CORE,
+    DEADLINE,
+    SERVER_CORE,
+    _cpu_of,
+    _load,
+    _rss_mib,
+    serve_coreagent,
+    stop_servers,
+)
 
 VARIANTS = ("before", "h11", "httptools", "uvloop", "frozen", "uvloop-frozen")
 WIRE_SPEED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wire_speed.py")
@@ -110,14 +119,7 @@ def compare(args: argparse.Namespace) -> None:
                     )
         rss = {v: (start, _rss_mib(proc.pid)) for v, (proc, _, start) in servers.items()}
     finally:
-        for proc, _, _ in servers.values():
-            if proc.stdin is not None:
-                proc.stdin.close()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+        stop_servers(proc for proc, _, _ in servers.values())
     print(f"\nload average at the end: {_load()}")
     _table(variants, args.levels, results, rss)
 

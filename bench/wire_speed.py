@@ -40,7 +40,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 CONTENDERS = ("coreagent", "coreagent-httpx", "coreagent-before", "a2a-stream", "a2a-send",
@@ -391,16 +391,21 @@ def compare(args: argparse.Namespace) -> None:
                     )
         rss = {kind: (start, _rss_mib(proc.pid)) for kind, (proc, _, start) in servers.items()}
     finally:
-        for proc, _, _ in servers.values():
-            assert proc.stdin is not None
-            proc.stdin.close()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+        stop_servers(proc for proc, _, _ in servers.values())
     print(f"\nload average at the end: {_load()}")
     _table(contenders, args.levels, results, rss)
+
+
+def stop_servers(procs: Iterable[subprocess.Popen[str]]) -> None:
+    """Close each server's stdin (its signal to stop), wait for it, kill it if it hangs."""
+    for proc in procs:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
 
 
 def _table(
