@@ -15,7 +15,7 @@ from coreagent_sdk import AttachClient, CallPeer, Peer, StaticDirectory, _networ
 from coreagent_sdk._network import NetworkTransport
 from coreagent_sdk.host import AgentHost, Turn
 
-from .no_content import answer_no_content
+from .no_content import answer_no_content, loopback_server
 
 
 class Relay:
@@ -111,11 +111,13 @@ async def test_the_pool_keeps_nothing_for_an_origin_once_it_has_no_idle_connecti
     # Many peers met once each, over a long life: an origin whose idle connections all
     # expired, were taken or were closed leaves no entry behind; leaving the client's
     # `async with` closes what is idle.
-    servers = [await asyncio.start_server(answer_no_content, "127.0.0.1", 0) for _ in range(3)]
-    urls = [f"http://127.0.0.1:{s.sockets[0].getsockname()[1]}/" for s in servers]
     now = [0.0]
     transport = NetworkTransport(keepalive_expiry=4.0, clock=lambda: now[0], max_connections=2)
-    try:
+    async with contextlib.AsyncExitStack() as servers:
+        urls = [
+            await servers.enter_async_context(loopback_server(answer_no_content)) + "/"
+            for _ in range(3)
+        ]
         async with httpx.AsyncClient(transport=transport, trust_env=False) as http:
             for url in urls[:2]:
                 assert (await http.get(url)).status_code == 204
@@ -129,14 +131,8 @@ async def test_the_pool_keeps_nothing_for_an_origin_once_it_has_no_idle_connecti
                 await response.aread()
             now[0] = 10.0  # every idle one expires on the next request
             assert (await http.get(urls[0])).status_code == 204
-            assert list(transport._idle) == [
-                (b"http", b"127.0.0.1", servers[0].sockets[0].getsockname()[1])
-            ]
+            assert list(transport._idle) == [(b"http", b"127.0.0.1", httpx.URL(urls[0]).port)]
         assert transport._idle == {}
-    finally:
-        for server in servers:
-            server.close()
-            await server.wait_closed()
 
 
 async def test_a_request_past_max_connections_waits_for_one_to_free(peer: Relay) -> None:

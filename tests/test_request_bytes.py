@@ -12,7 +12,7 @@ import pytest
 from coreagent_sdk._network import NetworkTransport
 from coreagent_sdk._request_bytes import request_bytes
 
-from .no_content import answer_no_content
+from .no_content import answer_no_content, loopback_server
 
 URL = "http://127.0.0.1:9/sessions/s-1/inject"  # never dialed: bytes are compared in memory
 
@@ -86,28 +86,23 @@ async def test_a_header_carrying_a_line_break_is_refused_and_nothing_is_sent() -
             received.append(await reader.read(65536))
         writer.close()
 
-    server = await asyncio.start_server(listen, "127.0.0.1", 0)
-    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/x"
-    try:
-        async with httpx.AsyncClient(transport=NetworkTransport(), trust_env=False) as http:
-            with pytest.raises(httpx.LocalProtocolError):
-                await http.post(url, content=b"{}", headers={"X": "a\r\nInjected: yes"})
-    finally:
-        server.close()
-        await server.wait_closed()
+    async with (
+        loopback_server(listen) as base,
+        httpx.AsyncClient(transport=NetworkTransport(), trust_env=False) as http,
+    ):
+        with pytest.raises(httpx.LocalProtocolError):
+            await http.post(f"{base}/x", content=b"{}", headers={"X": "a\r\nInjected: yes"})
     assert b"Injected" not in b"".join(received)
 
 
 async def test_a_request_saying_connection_close_leaves_its_connection_unpooled() -> None:
-    server = await asyncio.start_server(answer_no_content, "127.0.0.1", 0)
-    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/x"
     transport = NetworkTransport()
-    try:
-        async with httpx.AsyncClient(transport=transport, trust_env=False) as http:
-            assert (await http.get(url, headers={"Connection": "close"})).status_code == 204
-            assert (await http.get(url)).status_code == 204
-            assert (await http.get(url)).status_code == 204
-    finally:
-        server.close()
-        await server.wait_closed()
+    async with (
+        loopback_server(answer_no_content) as base,
+        httpx.AsyncClient(transport=transport, trust_env=False) as http,
+    ):
+        url = f"{base}/x"
+        assert (await http.get(url, headers={"Connection": "close"})).status_code == 204
+        assert (await http.get(url)).status_code == 204
+        assert (await http.get(url)).status_code == 204
     assert transport.dialed == 2  # the first closed after its answer; the next two share one
