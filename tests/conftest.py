@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,13 @@ _STATE: list[Snapshot] = []
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     _WATCH.install()
+    # A run started in the background by a non-interactive shell (`cmd &` in a script)
+    # inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler: Ctrl-C
+    # tests could not interrupt anything, and the first library to install Python's usual
+    # handler (Jupyter's, on import) was blamed for changing process-wide state. The suite
+    # runs with the handler a terminal's Python has.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(trylast=True)
