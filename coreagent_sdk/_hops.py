@@ -53,6 +53,7 @@ MIN_BUDGET = 0.001
 """Under this many seconds a call does not dial: it could only time out."""
 _SHOWN_HOPS = 8  # agents of a long delegation path a message names
 _MAX_NOTES = 10_000  # sessions noted at once; the oldest go first past it
+_STARTUP_SESSION = "default"  # every daemon's own first session (the host's STARTUP_SESSION)
 
 
 class _Hop:
@@ -110,8 +111,13 @@ def entering(session_id: str, agent: str) -> Iterator[None]:
 
 
 def note(session_id: str, deadline: float, path: tuple[str, ...]) -> None:
-    """A call opened `session_id` with this deadline (perf_counter) for the agents of `path`."""
-    if not session_id:
+    """A call opened `session_id` with this deadline (perf_counter) for the agents of `path`.
+
+    Not the startup session: every daemon has its own `default`, and no call opens one (a
+    server answering a new session with that id is not a host of this process). Its note
+    would reach every host's `default` turn; an expired one refused their delegations.
+    """
+    if not session_id or session_id == _STARTUP_SESSION:
         return
     _noted[session_id] = _Hop(deadline, path)
     while len(_noted) > _MAX_NOTES:

@@ -120,3 +120,18 @@ def test_a_turn_that_starts_after_its_caller_gave_up_has_no_time_to_delegate() -
     with _hops.entering("s-late", "a"):
         late = _hops.budget(120.0)
     assert late.seconds <= 0 and not late.whole and late.path == ("a", "a")
+
+
+def test_a_note_for_a_peers_default_session_reaches_no_hosts_default_turn() -> None:
+    # Every host has a session called `default` and no call opens one: a server that
+    # answered a new session with that id (a fake in a test) left an expired note, and the
+    # next host's `default` turn in the process was refused its delegation ("left 0.0 ms
+    # for this hop"). Such a note is not taken.
+    from coreagent_sdk import _hops
+    from coreagent_sdk.host._session import STARTUP_SESSION
+
+    _hops.note(STARTUP_SESSION, time.perf_counter() + 10, ("asker",))
+    _hops.forget(STARTUP_SESSION)
+    with _hops.entering(STARTUP_SESSION, "asker"):
+        mine = _hops.budget(120.0)
+    assert mine.seconds == 120.0 and mine.whole and mine.path == ("asker",)
