@@ -37,6 +37,7 @@ from .errors import PeerTimeoutError
 __all__ = [
     "KEEP",
     "MIN_BUDGET",
+    "STARTUP_SESSION",
     "Budget",
     "budget",
     "cycle",
@@ -51,9 +52,10 @@ KEEP = 0.5
 """Share of its time left a hop may hand on; the rest is for reporting back."""
 MIN_BUDGET = 0.001
 """Under this many seconds a call does not dial: it could only time out."""
+STARTUP_SESSION = "default"
+"""The session a daemon starts with (every one has it; no call opens it)."""
 _SHOWN_HOPS = 8  # agents of a long delegation path a message names
 _MAX_NOTES = 10_000  # sessions noted at once; the oldest go first past it
-_STARTUP_SESSION = "default"  # every daemon's own first session (the host's STARTUP_SESSION)
 
 
 class _Hop:
@@ -117,7 +119,7 @@ def note(session_id: str, deadline: float, path: tuple[str, ...]) -> None:
     server answering a new session with that id is not a host of this process). Its note
     would reach every host's `default` turn; an expired one refused their delegations.
     """
-    if not session_id or session_id == _STARTUP_SESSION:
+    if not session_id or session_id == STARTUP_SESSION:
         return
     _noted[session_id] = _Hop(deadline, path)
     while len(_noted) > _MAX_NOTES:

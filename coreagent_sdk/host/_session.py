@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.types import Send
 
+from .._hops import STARTUP_SESSION  # the session a daemon starts with; never deleted
 from .._hops import entering as delegation_hop
 from .._scrub import server_text
 from .._wire import AgentEvent, AgentFrame, Content, Part
@@ -40,7 +41,6 @@ __all__ = ["REPLAY_WINDOW", "STARTUP_SESSION", "SUBSCRIBER_QUEUE_LIMIT", "EventN
 
 REPLAY_WINDOW = 5_000  # the daemon's maxReplayEvents: newest events a session keeps
 """The newest events of a session a replay sends, and the store keeps (maxReplayEvents)."""
-STARTUP_SESSION = "default"  # the session a daemon starts with; it cannot be deleted
 """The session every daemon starts with; it is never evicted or deleted."""
 _log = logging.getLogger("coreagent_sdk.host")
 SUBSCRIBER_QUEUE_LIMIT = 256  # core-agent pkg/attach/broadcaster.go subscriberBufferSize
