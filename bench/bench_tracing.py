@@ -29,7 +29,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from coreagent_sdk import CallPeer, Peer, StaticDirectory, _tracing
+from coreagent_sdk import CallPeer, Peer, StaticDirectory
+from coreagent_sdk._telemetry import _tracing
 from simulator import Fleet, behaviors
 
 PROMPT = "How is the cluster doing?"

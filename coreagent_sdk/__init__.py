@@ -6,63 +6,19 @@ modules may change. Exceptions live in `coreagent_sdk.errors`.
 
 from __future__ import annotations
 
-from ._agentcard import AgentCard, AgentSkill
-from ._builder import AgentBuilder, BuilderConfig, ModelDefaults, RuntimeSpec, SecretSource
-from ._call_peer import (
-    DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_RESPONSE_BYTES,
-    DEFAULT_TIMEOUT,
-    DEFAULT_TOOL_NAME,
-    MAX_TIMEOUT,
-    AllowList,
-    CallPeer,
-    CallPeerEvent,
-    CallPeerResult,
-    Gate,
-)
-from ._callgraph import CallEdge, CallGraph, call_graph
-from ._calllog import CallLog, CallRecord
-from ._calltree import CallTree
-from ._client import AttachClient
-from ._clock import Clock, FakeClock, SystemClock
-from ._deadline import DEFAULT_REQUEST_TIMEOUT
-from ._directory import (
-    DEFAULT_HUB_CONNECTIONS,
-    Directory,
-    DirectoryFunc,
-    HubDirectory,
-    Peer,
-    Roster,
-    StaticDirectory,
-    lookup_peer,
-)
-from ._endpoint import endpoint_problem
-from ._hosts import HostAllowList
-from ._oversized import OversizedFrame
-from ._pricing import Price, PriceTable
-from ._quote import quote_name
-from ._recording import (
+from ._attach._agentcard import AgentCard, AgentSkill
+from ._attach._client import AttachClient
+from ._attach._oversized import OversizedFrame
+from ._attach._quote import quote_name
+from ._attach._recording import (
     RECORDING_VERSION,
     Recording,
     RecordingEntry,
     RecordingTransport,
     SessionRecorder,
 )
-from ._registration import PeerRegistration, RegistrationEvent
-from ._runtime_cache import (
-    DEFAULT_MAX_INSTANCES,
-    AgentConfig,
-    Builder,
-    CacheEvent,
-    CacheStats,
-    ConfigLoader,
-    RuntimeCache,
-)
-from ._sse import MAX_EVENT_BYTES, MAX_LINE_BYTES
-from ._steps import TurnStep
-from ._transport import ASGITransport, RoutingTransport
-from ._usage import TokenUsage, TurnUsage
-from ._wire import (
+from ._attach._sse import MAX_EVENT_BYTES, MAX_LINE_BYTES
+from ._attach._wire import (
     PROTOCOL_VERSION,
     TURN_ERROR_KINDS,
     AgentEvent,
@@ -82,9 +38,52 @@ from ._wire import (
     Wake,
     WhoAmI,
 )
+from ._clock import Clock, FakeClock, SystemClock
+from ._display._callgraph import CallEdge, CallGraph, call_graph
+from ._http._deadline import DEFAULT_REQUEST_TIMEOUT
+from ._http._endpoint import endpoint_problem
+from ._http._hosts import HostAllowList
+from ._http._transport import ASGITransport, RoutingTransport
+from ._peer._call_peer import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_TIMEOUT,
+    DEFAULT_TOOL_NAME,
+    MAX_TIMEOUT,
+    AllowList,
+    CallPeer,
+    CallPeerEvent,
+    CallPeerResult,
+    Gate,
+)
+from ._peer._directory import (
+    DEFAULT_HUB_CONNECTIONS,
+    Directory,
+    DirectoryFunc,
+    HubDirectory,
+    Peer,
+    Roster,
+    StaticDirectory,
+    lookup_peer,
+)
+from ._peer._registration import PeerRegistration, RegistrationEvent
+from ._records._calllog import CallLog, CallRecord
+from ._records._calltree import CallTree
+from ._records._pricing import Price, PriceTable
+from ._records._steps import TurnStep
+from ._records._usage import TokenUsage, TurnUsage
+from ._runtime._builder import AgentBuilder, BuilderConfig, ModelDefaults, RuntimeSpec, SecretSource
+from ._runtime._runtime_cache import (
+    DEFAULT_MAX_INSTANCES,
+    AgentConfig,
+    Builder,
+    CacheEvent,
+    CacheStats,
+    ConfigLoader,
+    RuntimeCache,
+)
+from ._version import __version__
 from .jupyter import run_sync
-
-__version__ = "0.1.0"
 
 __all__ = [
     "ASGITransport",

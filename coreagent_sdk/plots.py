@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ._calllog import CallLog, CallRecord
-from ._calltree import CallTree
+from ._records._calllog import CallLog, CallRecord
+from ._records._calltree import CallTree
 
 __all__ = ["OUTCOME_COLOURS", "delegation_timeline"]
 

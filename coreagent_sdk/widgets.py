@@ -54,10 +54,10 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from . import _display
-from ._call_peer import CallPeerEvent
-from ._calllog import CallLog
-from ._runtime_cache import CacheEvent, RuntimeCache
+from ._display import _render as _display
+from ._peer._call_peer import CallPeerEvent
+from ._records._calllog import CallLog
+from ._runtime._runtime_cache import CacheEvent, RuntimeCache
 
 __all__ = ["CacheView", "CallLogView", "CallTreeView", "FleetView"]
 

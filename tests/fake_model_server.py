@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from coreagent_sdk._inbox import inbox_ask
+from coreagent_sdk._attach._inbox import inbox_ask
 
 
 def _ask(text: str) -> str:

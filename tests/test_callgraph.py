@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from coreagent_sdk import CallEdge, CallGraph, CallLog, CallPeerEvent, CallRecord, call_graph
-from coreagent_sdk._callgraph import MAX_DRAWN
+from coreagent_sdk._display._callgraph import MAX_DRAWN
 from simulator import Fleet, behaviors
 
 from .html_parse import Page

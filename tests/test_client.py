@@ -9,7 +9,7 @@ import pytest
 import respx
 
 from coreagent_sdk import AttachClient, SessionCreated
-from coreagent_sdk import _wire as wire
+from coreagent_sdk._attach import _wire as wire
 from coreagent_sdk.errors import (
     AuthenticationError,
     BadRequestError,

@@ -21,8 +21,8 @@ from coreagent_sdk import (
     Peer,
     StaticDirectory,
 )
-from coreagent_sdk import _call_peer as call_peer_module
-from coreagent_sdk._hops import MIN_BUDGET
+from coreagent_sdk._peer import _call_peer as call_peer_module
+from coreagent_sdk._peer._hops import MIN_BUDGET
 from coreagent_sdk.errors import PeerTurnError
 from simulator import Fleet, behaviors
 

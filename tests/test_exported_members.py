@@ -300,15 +300,15 @@ def test_the_simulator_imports_only_public_sdk_names() -> None:
 def test_the_private_import_check_sees_a_private_import(tmp_path: pathlib.Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text(
-        "from coreagent_sdk._wire import encode_sse\n"
+        "from coreagent_sdk._attach._wire import encode_sse\n"
         "from coreagent_sdk import _display\n"
-        "if True:\n    import coreagent_sdk._tracing\n"
+        "if True:\n    import coreagent_sdk._telemetry._tracing\n"
         "from coreagent_sdk.host import Turn\n"
     )
     assert sorted(_sdk_imports(sample)) == [
         ("coreagent_sdk", "_display"),
-        ("coreagent_sdk._tracing", ""),
-        ("coreagent_sdk._wire", "encode_sse"),
+        ("coreagent_sdk._attach._wire", "encode_sse"),
+        ("coreagent_sdk._telemetry._tracing", ""),
         ("coreagent_sdk.host", "Turn"),
     ]
 

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from coreagent_sdk import FakeClock
-from coreagent_sdk._wire import InjectResult
+from coreagent_sdk._attach._wire import InjectResult
 from simulator import Fleet, Identity, behaviors
 
 from .conftest import ReachFactory, load_fixture

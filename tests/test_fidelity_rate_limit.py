@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from coreagent_sdk import AttachClient, FakeClock
-from coreagent_sdk._rate_limit import retry_after_seconds
+from coreagent_sdk._http._rate_limit import retry_after_seconds
 from coreagent_sdk.errors import PeerRateLimitedError, RateLimitedError
 from simulator import Fleet, SessionRateLimit, behaviors
 

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from coreagent_sdk._http import _LIMITS
+from coreagent_sdk._http._plumbing import _LIMITS
 from coreagent_sdk.host import IDLE_TIMEOUT, AgentHost, _limits, uvicorn_options
 from coreagent_sdk.host._limits import MAX_HEADER_BYTES, GoHeaderLimits
 from coreagent_sdk.host._limits_httptools import GoHeaderLimitsHttpTools

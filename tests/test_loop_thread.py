@@ -360,8 +360,9 @@ async def test_the_callers_loop_is_marked_waiting_before_the_sync_call_can_begin
     # A server on the caller's loop refuses a sync call at once only if the loop is marked
     # waiting by the time the call runs. Here the caller is as slow as it can be: marking
     # waits until the call has had its chance to begin.
-    from coreagent_sdk import _loop_thread, jupyter
-    from coreagent_sdk._loop_thread import LoopThread
+    from coreagent_sdk import jupyter
+    from coreagent_sdk._peer import _loop_thread
+    from coreagent_sdk._peer._loop_thread import LoopThread
 
     began = threading.Event()
 

@@ -13,7 +13,7 @@ pytest.importorskip("opentelemetry.sdk")
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from coreagent_sdk import _metrics
+from coreagent_sdk._telemetry import _metrics
 from coreagent_sdk.errors import CallPeerError
 from simulator import Fleet, behaviors
 

@@ -26,7 +26,7 @@ from coreagent_sdk import (
     TurnError,
     UsageUpdate,
 )
-from coreagent_sdk._inbox import inbox_block
+from coreagent_sdk._attach._inbox import inbox_block
 from coreagent_sdk.host import (
     CALL_PEER_SPEC,
     DEFAULT_MAX_PEER_CALLS,

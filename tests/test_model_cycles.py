@@ -113,7 +113,7 @@ def test_a_turn_that_starts_after_its_caller_gave_up_has_no_time_to_delegate() -
     # On a loaded machine a turn can start after the call that asked for it timed out. It
     # inherited nothing, so it delegated with a whole deadline of its own, and a cycle ran a
     # second chain of hops (CI's rehearsal counted 22 turns where 15 is the bound).
-    from coreagent_sdk import _hops
+    from coreagent_sdk._peer import _hops
 
     _hops.note("s-late", time.perf_counter() + 10, ("a",))
     _hops.forget("s-late")  # the caller gave up before the turn began
@@ -127,7 +127,7 @@ def test_a_note_for_a_peers_default_session_reaches_no_hosts_default_turn() -> N
     # answered a new session with that id (a fake in a test) left an expired note, and the
     # next host's `default` turn in the process was refused its delegation ("left 0.0 ms
     # for this hop"). Such a note is not taken.
-    from coreagent_sdk import _hops
+    from coreagent_sdk._peer import _hops
     from coreagent_sdk.host._session import STARTUP_SESSION
 
     _hops.note(STARTUP_SESSION, time.perf_counter() + 10, ("asker",))

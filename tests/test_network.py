@@ -11,8 +11,9 @@ import httpx
 import pytest
 import respx
 
-from coreagent_sdk import AttachClient, CallPeer, Peer, StaticDirectory, _network
-from coreagent_sdk._network import NetworkTransport
+from coreagent_sdk import AttachClient, CallPeer, Peer, StaticDirectory
+from coreagent_sdk._http import _network
+from coreagent_sdk._http._network import NetworkTransport
 from coreagent_sdk.host import AgentHost, Turn
 
 from .no_content import answer_no_content, loopback_server

@@ -113,7 +113,7 @@ async def test_escapes_and_multibyte_characters_at_the_cut_give_whole_characters
 
 
 def test_a_cut_anywhere_in_an_event_reads_a_true_prefix_of_its_text() -> None:
-    from coreagent_sdk._oversized import OversizedFrame, read_oversized
+    from coreagent_sdk._attach._oversized import OversizedFrame, read_oversized
 
     # Every cut point of the first bytes: escapes (Go's \\u003c, a surrogate pair) and
     # multi-byte characters are never halved, and nothing is invented.

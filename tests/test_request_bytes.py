@@ -9,8 +9,8 @@ import h11
 import httpx
 import pytest
 
-from coreagent_sdk._network import NetworkTransport
-from coreagent_sdk._request_bytes import request_bytes
+from coreagent_sdk._http._network import NetworkTransport
+from coreagent_sdk._http._request_bytes import request_bytes
 
 from .no_content import answer_no_content, loopback_server
 

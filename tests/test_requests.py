@@ -16,8 +16,8 @@ import pytest
 import respx
 
 from coreagent_sdk import AttachClient
-from coreagent_sdk._http import make_http_client
-from coreagent_sdk._requests import Requests
+from coreagent_sdk._http._plumbing import make_http_client
+from coreagent_sdk._http._requests import Requests
 
 BASE = "http://127.0.0.1:9"  # never dialed: every test here answers in process or by a mock
 READ = {"Accept-Encoding": "gzip, deflate", "Authorization": "Bearer t"}
@@ -112,7 +112,7 @@ class _Counting(httpx.AsyncBaseTransport):
 async def test_hooks_auth_and_httpxs_log_still_see_each_request_of_the_sdks_client(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from coreagent_sdk import _http
+    from coreagent_sdk._http import _plumbing as _http
 
     counted = _Counting()
 

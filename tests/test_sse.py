@@ -5,8 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from coreagent_sdk._sse import iter_frames
-from coreagent_sdk._wire import Wake
+from coreagent_sdk._attach._sse import iter_frames
+from coreagent_sdk._attach._wire import Wake
 from coreagent_sdk.errors import FrameTooLargeError
 
 
@@ -69,7 +69,7 @@ async def test_a_multibyte_character_split_across_chunks_survives() -> None:
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from coreagent_sdk._sse import EventDecoder  # noqa: E402
+from coreagent_sdk._attach._sse import EventDecoder  # noqa: E402
 
 _SSE_BYTES = st.lists(
     st.sampled_from(

@@ -144,7 +144,7 @@ def hide(name, *a):
 if {hidden}:
     importlib.util.find_spec = hide
 from simulator import Fleet, behaviors
-from coreagent_sdk import _tracing
+from coreagent_sdk._telemetry import _tracing
 assert _tracing.AVAILABLE is (not {hidden})
 seen = []
 made = []  # every span started, by any tracer: with nothing to record there is none

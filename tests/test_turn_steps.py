@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from coreagent_sdk import CallLog, CallPeerEvent, TurnStep
-from coreagent_sdk._calllog import MAX_STEPS_PER_CALL
-from coreagent_sdk._steps import MAX_STEP_TEXT
+from coreagent_sdk._records._calllog import MAX_STEPS_PER_CALL
+from coreagent_sdk._records._steps import MAX_STEP_TEXT
 from coreagent_sdk.errors import PeerTurnError
 from coreagent_sdk.models import (
     Message,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from coreagent_sdk import _wire as wire
+from coreagent_sdk._attach import _wire as wire
 from coreagent_sdk.errors import ProtocolError
 
 from .conftest import CONFORMANCE, load_fixture

@@ -19,8 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from coreagent_sdk._steps import TurnStep, report
-from coreagent_sdk._wire import (
+from coreagent_sdk._attach._wire import (
     AgentEvent,
     AgentFrame,
     Content,
@@ -28,7 +27,8 @@ from coreagent_sdk._wire import (
     FunctionResponse,
     Part,
 )
-from coreagent_sdk._wire import TurnError as TurnErrorFrame
+from coreagent_sdk._attach._wire import TurnError as TurnErrorFrame
+from coreagent_sdk._records._steps import TurnStep, report
 
 from ..models._protocol import TOKENS_MAX, token_count
 

@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 import httpx
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .._endpoint import checked_base_url
+from .._http._endpoint import checked_base_url
 from ._agents import Agent, echo
 from ._attach_auth import read_attach_token
 from ._host import DEFAULT_GRACE, AgentHost
@@ -209,7 +209,7 @@ class MultiAgentHost:
             return
         self.register_to = checked_base_url(register_to, "MultiAgentHost")
         if self.directory is None or self.directory is self._own_directory:
-            from .._directory import HubDirectory
+            from .._peer._directory import HubDirectory
 
             self.directory = self._own_directory = HubDirectory(
                 self.register_to, transport=self.peer_transport, token_env=self.token_env

@@ -22,7 +22,7 @@ import os
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .._token import checked_token
+from .._attach._token import checked_token
 from ..errors import TokenUnsetError
 from ._replies import _text
 

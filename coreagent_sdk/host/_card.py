@@ -19,7 +19,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from .._agentcard import AGENT_CARD_PATH
+from .._attach._agentcard import AGENT_CARD_PATH
 from ._gowire import go_json
 
 __all__ = ["AGENT_CARD_PATH", "CARD_PROTOCOL_VERSION", "card_response"]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from .._wire import PROTOCOL_VERSION
+from .._attach._wire import PROTOCOL_VERSION
 from ._gowire import parse_since
 from ._gowire import sse as encode_sse
 from ._protocol import negotiate_version
@@ -27,7 +27,7 @@ from ._session import _CLOSE, _Session, _Subscriber
 from ._store_errors import STORE_ERRORS
 
 if TYPE_CHECKING:
-    from ._host import AgentHost
+    from ._daemon import Daemon
 
 __all__: list[str] = []
 
@@ -40,7 +40,7 @@ class _ReplayFailed(Exception):
 
 
 async def _replay(
-    daemon: AgentHost, session: _Session, since: int, upto: int
+    daemon: Daemon, session: _Session, since: int, upto: int
 ) -> AsyncIterator[list[bytes]]:
     """A session's logged frames after `since` up to `upto`, read from the store in pages.
 
@@ -68,7 +68,7 @@ class _EventsEndpoint:
     """`GET .../events` as a raw ASGI app, so the subscription is made before 200 is sent
     and released on every way out (disconnect, cancel, drop)."""
 
-    def __init__(self, daemon: AgentHost) -> None:
+    def __init__(self, daemon: Daemon) -> None:
         self.daemon = daemon
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

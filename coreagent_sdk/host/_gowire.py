@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from starlette.responses import Response
 
-from .._surrogates import SURROGATE, replace_surrogates
+from .._attach._surrogates import SURROGATE, replace_surrogates
 
 __all__ = [
     "decode_into",

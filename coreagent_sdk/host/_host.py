@@ -28,7 +28,7 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 from starlette.applications import Starlette
@@ -37,17 +37,18 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .. import __version__
-from .._agentcard import AGENT_CARD_PATH
-from .._call_peer import CallPeer
+from .._attach._agentcard import AGENT_CARD_PATH
+from .._attach._wire import PROTOCOL_VERSION
 from .._clock import Clock, SystemClock
-from .._directory import Directory, HubDirectory
-from .._endpoint import checked_base_url
-from .._wire import PROTOCOL_VERSION
+from .._http._endpoint import checked_base_url
+from .._peer._call_peer import CallPeer
+from .._peer._directory import Directory, HubDirectory
+from .._version import __version__
 from ..errors import CoreAgentError
 from ._agents import Agent, echo
 from ._attach_auth import attach_refusal, presented_token, read_attach_token
 from ._card import card_response
+from ._daemon import StreamHook
 from ._events_endpoint import _EventsEndpoint
 from ._gowire import is_json_media_type, origin_allowed
 from ._gowire import sse as encode_sse
@@ -98,16 +99,6 @@ _EVENT_TYPES = (
 DEFAULT_GRACE = 5.0  # seconds a stopping host lets running turns finish
 _CAPABILITIES_KEPT = 64  # capabilities frames kept encoded, one per caller and address
 DAEMON_RATE_LIMIT = SessionRateLimit()  # a daemon limits POST /sessions unless told not to
-
-
-class StreamHook(Protocol):
-    """A seam on every event stream a host writes (the simulator's faults use it)."""
-
-    def before_frame(self) -> bytes:
-        """Bytes written before each frame (b"" for none)."""
-
-    def end_after(self, sent: int) -> bool:
-        """True ends the stream cleanly after `sent` frames; raising aborts it mid-body."""
 
 
 # The header a proxy asserts another identity with (core-agent `auth.HeaderAssertedCaller`).

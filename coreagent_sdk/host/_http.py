@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import httpx
 
-from .._endpoint import checked_base_url
-from .._http import _LIMITS, _shared_ssl_context
+from .._http._endpoint import checked_base_url
+from .._http._plumbing import _LIMITS, _shared_ssl_context
 
 __all__ = ["checked_base_url", "http_transport"]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 # The bundle itself lives in the SDK's core, where a ScriptedModel reads it back too.
-from .._inbox import INBOX_GUIDANCE, inbox_block
+from .._attach._inbox import INBOX_GUIDANCE, inbox_block
 
 __all__ = ["INBOX_CAP", "INBOX_GUIDANCE", "inbox_block"]
 

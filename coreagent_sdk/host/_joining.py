@@ -21,11 +21,11 @@ from collections.abc import Mapping, Sequence
 import attrs
 import httpx
 
-from .._client import AttachClient
+from .._attach._client import AttachClient
+from .._attach._wire import PeerRecord
 from .._clock import Clock, SystemClock
-from .._directory import read_token
-from .._registration import _described, _lease_seconds
-from .._wire import PeerRecord
+from .._peer._directory import read_token
+from .._peer._registration import _described, _lease_seconds
 from ..errors import NotFoundError, RegistrationError
 
 __all__ = ["HostRegistrations"]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from ._limits import _HeaderLimits
+from ._header_limits import _HeaderLimits
 
 __all__ = ["GoHeaderLimitsHttpTools"]
 

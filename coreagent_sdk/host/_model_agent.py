@@ -35,9 +35,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from .._builder import RuntimeSpec
+from .._attach._wire import AgentEvent, Content, FunctionCall, FunctionResponse, Part
+from .._runtime._builder import RuntimeSpec
 from .._scrub import register, scrub, server_text
-from .._wire import AgentEvent, Content, FunctionCall, FunctionResponse, Part
 from ..models._protocol import Message, Model, ModelError, ModelReply, ToolCall, ToolSpec
 from ..models._tools import Skill, Tool
 from ._agents import CALL_PEER_TOOL, Turn

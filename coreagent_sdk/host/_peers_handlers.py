@@ -18,7 +18,7 @@ from ._registry import Identity, RegistryError
 from ._replies import _q, _text, json_value
 
 if TYPE_CHECKING:
-    from ._host import AgentHost
+    from ._daemon import Daemon
 
 __all__ = ["MAX_REGISTER_BYTES"]
 
@@ -27,7 +27,7 @@ MAX_REGISTER_BYTES = 16 * 1024
 _MAX_LISTINGS = 64  # encoded GET /peers bodies kept per registry version
 
 
-async def list_peers(host: AgentHost, request: Request) -> Response:
+async def list_peers(host: Daemon, request: Request) -> Response:
     assert host.registry is not None  # the /peers routes exist on hubs only
     labels: dict[str, str] = {}
     for raw in request.query_params.getlist("label"):
@@ -38,7 +38,7 @@ async def list_peers(host: AgentHost, request: Request) -> Response:
     return Response(body, media_type="application/json")
 
 
-def peer_listing(host: AgentHost, labels: dict[str, str], caller: Identity | None) -> bytes:
+def peer_listing(host: Daemon, labels: dict[str, str], caller: Identity | None) -> bytes:
     """`GET /peers`' body, encoded once per registry version, label filter and view.
 
     Encoding 10,000 records on every request made the roster lookup the
@@ -67,7 +67,7 @@ def peer_listing(host: AgentHost, labels: dict[str, str], caller: Identity | Non
     return body
 
 
-async def register(host: AgentHost, request: Request) -> Response:
+async def register(host: Daemon, request: Request) -> Response:
     assert host.registry is not None  # the /peers routes exist on hubs only
     body = await json_value(request, MAX_REGISTER_BYTES)
     if isinstance(body, Response):
@@ -107,7 +107,7 @@ async def register(host: AgentHost, request: Request) -> Response:
     return json_response(entry.record(redact=False), status_code=201)
 
 
-async def heartbeat(host: AgentHost, request: Request) -> Response:
+async def heartbeat(host: Daemon, request: Request) -> Response:
     assert host.registry is not None  # the /peers routes exist on hubs only
     entry = host.registry.heartbeat(request.path_params["rid"])
     if entry is None:
@@ -115,7 +115,7 @@ async def heartbeat(host: AgentHost, request: Request) -> Response:
     return json_response(entry.record(redact=False))
 
 
-async def deregister(host: AgentHost, request: Request) -> Response:
+async def deregister(host: Daemon, request: Request) -> Response:
     assert host.registry is not None  # the /peers routes exist on hubs only
     if not host.registry.deregister(request.path_params["rid"], host._caller(request)):
         return _text(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .._wire import PROTOCOL_VERSION
+from .._attach._wire import PROTOCOL_VERSION
 from ._replies import _q, _text
 
 __all__ = ["negotiate_version", "protocol_major"]

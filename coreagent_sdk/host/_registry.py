@@ -12,8 +12,8 @@ import attrs
 
 from coreagent_sdk import Clock, SystemClock, endpoint_problem
 
-from .._endpoint import shown_url
-from .._quote import go_quote
+from .._attach._quote import go_quote
+from .._http._endpoint import shown_url
 from ._gowire import go_json
 
 __all__ = [

@@ -13,7 +13,7 @@ from typing import Any
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
 
-from .._quote import go_quote
+from .._attach._quote import go_quote
 from ._gowire import decode_into, read_json
 
 __all__ = ["content_length", "json_body", "json_value", "read_capped"]

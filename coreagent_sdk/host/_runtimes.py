@@ -14,8 +14,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ._agents import Turn
-    from ._host import AgentHost
+    from ._agents import Agent, Turn
 
 __all__ = ["RuntimeBuildError", "Runtimes", "run_turn"]
 
@@ -32,7 +31,15 @@ class RuntimeBuildError(Exception):
     """An agent's runtime could not be built, so its turn could not start."""
 
 
-async def run_turn(host: AgentHost, turn: Turn) -> None:
+class TurnHost(Protocol):
+    """What running a turn uses of its host: the agent, or its runtime from a cache."""
+
+    agent_id: str
+    behavior: Agent
+    runtimes: Runtimes | None
+
+
+async def run_turn(host: TurnHost, turn: Turn) -> None:
     """Run the host's agent for `turn`, with its runtime leased for the turn when it has any."""
     if host.runtimes is None:
         await host.behavior(turn)

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from .._registration import PeerRegistration
+from .._peer._registration import PeerRegistration
 
 if TYPE_CHECKING:
     from ._host import AgentHost

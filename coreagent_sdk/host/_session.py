@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.types import Send
 
-from .._hops import STARTUP_SESSION  # the session a daemon starts with; never deleted
-from .._hops import entering as delegation_hop
+from .._attach._wire import AgentEvent, AgentFrame, Content, Part
+from .._peer._hops import STARTUP_SESSION  # the session a daemon starts with; never deleted
+from .._peer._hops import entering as delegation_hop
 from .._scrub import server_text
-from .._wire import AgentEvent, AgentFrame, Content, Part
 from ._agents import Turn, TurnAbandoned, TurnFailed, add_tokens
 from ._gowire import go_json, utf8
 from ._gowire import sse as encode_sse
@@ -35,7 +35,7 @@ from ._spans import inject_span_context, turn_span
 from ._store import StoredSession, StoreWriteError, _retrieve
 
 if TYPE_CHECKING:
-    from ._host import AgentHost
+    from ._session_host import SessionHost
 
 __all__ = ["REPLAY_WINDOW", "STARTUP_SESSION", "SUBSCRIBER_QUEUE_LIMIT", "EventNotStored"]
 
@@ -94,7 +94,7 @@ class _Subscriber:
 
 
 class _Session:
-    def __init__(self, daemon: AgentHost, app: str, session_id: str, user: str) -> None:
+    def __init__(self, daemon: SessionHost, app: str, session_id: str, user: str) -> None:
         self.daemon = daemon
         self.app = app
         self.session_id = session_id

@@ -22,7 +22,7 @@ from ._store import StoreWriteError
 from ._store_errors import STORE_ERRORS
 
 if TYPE_CHECKING:
-    from ._host import AgentHost
+    from ._daemon import Daemon
 
 __all__ = ["MAX_INJECT_BYTES"]
 
@@ -32,7 +32,7 @@ MAX_CREATE_BYTES = 8 * 1024  # the daemon's operatorPostMaxBytes, which caps POS
 _log = logging.getLogger("coreagent_sdk.host")
 
 
-def rejects_draining(host: AgentHost) -> Response | None:
+def rejects_draining(host: Daemon) -> Response | None:
     """503 while the host drains, as the daemon's `rejectDraining` answers writes."""
     if not host.draining:
         return None
@@ -43,7 +43,7 @@ def rejects_draining(host: AgentHost) -> Response | None:
     )
 
 
-async def create_session(host: AgentHost, request: Request) -> Response:
+async def create_session(host: Daemon, request: Request) -> Response:
     who = host.identify(request) or ANONYMOUS
     if host.rate_limiter is not None:  # checked before the 501, as on a daemon
         allowed, wait = host.rate_limiter.allow("" if who is ANONYMOUS else who.name)
@@ -119,7 +119,7 @@ async def session_acl(
     return _identities(fields.get("viewers")), _identities(fields.get("contributors"))
 
 
-async def list_sessions(host: AgentHost, request: Request) -> Response:
+async def list_sessions(host: Daemon, request: Request) -> Response:
     who = host.identify(request)
     # In memory: sorted by app, user, id, as `SessionRegistry.List` sorts them.
     live = sorted(
@@ -142,7 +142,7 @@ async def list_sessions(host: AgentHost, request: Request) -> Response:
     return json_response({"sessions": rows})
 
 
-async def inject(host: AgentHost, request: Request) -> Response:
+async def inject(host: Daemon, request: Request) -> Response:
     # A draining host refuses first, as `routeSessionDrainGated` does: no lookup, so no
     # resume of an evicted session the answer would throw away (and again below, as
     # `doInject` checks once more after the body).
@@ -179,7 +179,7 @@ async def inject(host: AgentHost, request: Request) -> Response:
     )
 
 
-async def wake(host: AgentHost, request: Request) -> Response:
+async def wake(host: Daemon, request: Request) -> Response:
     draining = rejects_draining(host)  # first, as `routeSessionDrainGated`
     if draining is not None:
         return draining
@@ -213,14 +213,14 @@ async def wake(host: AgentHost, request: Request) -> Response:
     return json_response(answer)
 
 
-async def _still_in_memory(host: AgentHost, request: Request, session: _Session) -> _Session | None:
+async def _still_in_memory(host: Daemon, request: Request, session: _Session) -> _Session | None:
     """`session` as the host holds it after a body was read: evicted meanwhile, resumed."""
     if host.sessions.get(session.session_id) is session:
         return session
     return await host.lookup_session(request, "write")
 
 
-async def delete_session(host: AgentHost, request: Request) -> Response:
+async def delete_session(host: Daemon, request: Request) -> Response:
     session = await host.lookup_session(request, "admin")
     if session is None:
         return _text(404, "session not found")
@@ -235,7 +235,7 @@ async def delete_session(host: AgentHost, request: Request) -> Response:
     return Response(status_code=204)
 
 
-async def whoami(host: AgentHost, request: Request) -> Response:
+async def whoami(host: Daemon, request: Request) -> Response:
     who = host.identify(request) or ANONYMOUS
     if who is ANONYMOUS:
         # `callerMiddlewareWithConfig`: past a shared attach token, even the default

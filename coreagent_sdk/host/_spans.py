@@ -36,7 +36,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .. import _tracing
+from .._telemetry import _tracing
 
 __all__ = [
     "MAX_TURN_SPAN_LINKS",
@@ -81,7 +81,7 @@ def _recording() -> bool:
 
 
 def _tracer() -> Any:
-    from .. import __version__
+    from .._version import __version__
 
     return _tracing._modules().trace.get_tracer(_SCOPE, __version__)
 

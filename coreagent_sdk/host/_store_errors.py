@@ -8,7 +8,7 @@ import sqlite3
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .._quote import go_quote
+from .._attach._quote import go_quote
 from ._replies import _text
 
 __all__ = ["STORE_ERRORS"]

@@ -14,8 +14,8 @@ import time
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
-from .._inbox import inbox_ask
-from .._steps import TurnStep, report
+from .._attach._inbox import inbox_ask
+from .._records._steps import TurnStep, report
 from ..models._protocol import Message, Model, ModelReply, ToolCall, ToolSpec
 
 __all__ = ["configured_name", "model_name", "recorded_complete", "recorded_tool"]

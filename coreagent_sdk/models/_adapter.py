@@ -29,9 +29,9 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
-from .._deadline import within
+from .._attach._surrogates import replace_surrogates
+from .._http._deadline import within
 from .._scrub import LOG_FILTER, register, scrub, server_text
-from .._surrogates import replace_surrogates
 from ._bounded import BodyTooLarge, BrokenOff, bounding, install, read_body, unbounding
 from ._protocol import ModelError, ModelReply, ToolCall, token_count
 

@@ -33,7 +33,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._endpoint import checked_base_url, shown_url
+from .._http._endpoint import checked_base_url, shown_url
 from .._scrub import register
 from ._adapter import (
     MAX_RESPONSE_BYTES,

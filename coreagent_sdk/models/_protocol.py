@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
-from .._wire import TURN_ERROR_KINDS
+from .._attach._wire import TURN_ERROR_KINDS
 from ..errors import CoreAgentError
 
 __all__ = [

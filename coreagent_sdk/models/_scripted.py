@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from .._inbox import inbox_ask
+from .._attach._inbox import inbox_ask
 from ._protocol import Message, ModelError, ModelReply, ToolCall, ToolSpec, Usage
 from ._recorded import _steady
 

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from coreagent_sdk import ASGITransport, Peer, StaticDirectory
-from coreagent_sdk._wire import encode_sse
+from coreagent_sdk._attach._wire import encode_sse
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 Scope = dict[str, Any]

@@ -14,7 +14,7 @@ from functools import cache
 
 import httpx
 
-from coreagent_sdk._wire import encode_sse
+from coreagent_sdk._attach._wire import encode_sse
 
 from .servers import SESSION
 

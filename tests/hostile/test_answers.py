@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from coreagent_sdk import AttachClient, CallPeer, HubDirectory, Peer, StaticDirectory
-from coreagent_sdk._wire import encode_sse
+from coreagent_sdk._attach._wire import encode_sse
 from coreagent_sdk.errors import (
     CallPeerError,
     CoreAgentError,

@@ -130,7 +130,7 @@ async def test_inside_call_peer_every_stall_is_a_peer_timeout_at_the_calls_deadl
 ) -> None:
     # A per-read timeout shorter than the call's deadline must not end the call first:
     # with httpx's 30 s read timeout shrunk to 0.1 s, the call still ends at its own 0.5 s.
-    import coreagent_sdk._http as http
+    import coreagent_sdk._http._plumbing as http
 
     monkeypatch.setattr(http, "DEFAULT_HTTP_TIMEOUT", httpx.Timeout(0.1))
     async with server(handler) as s:

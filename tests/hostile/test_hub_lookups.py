@@ -172,7 +172,7 @@ async def test_changing_the_allowed_hosts_filters_an_unchanged_roster_anew() -> 
 async def test_rows_that_change_move_or_go_are_read_afresh_and_only_those(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from coreagent_sdk import _wire
+    from coreagent_sdk._attach import _wire
 
     checked = 0
     from_dict = _wire.PeerRecord.from_dict.__func__  # type: ignore[attr-defined]

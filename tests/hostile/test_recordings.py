@@ -27,7 +27,7 @@ from coreagent_sdk import (
     SessionRecorder,
     StaticDirectory,
 )
-from coreagent_sdk._wire import encode_sse
+from coreagent_sdk._attach._wire import encode_sse
 from coreagent_sdk.errors import CoreAgentError
 from simulator import Fleet, behaviors
 

@@ -23,7 +23,7 @@ from coreagent_sdk import (
     PeerRegistration,
     StaticDirectory,
 )
-from coreagent_sdk._wire import encode_sse
+from coreagent_sdk._attach._wire import encode_sse
 from coreagent_sdk.errors import (
     CoreAgentError,
     DirectoryError,
