@@ -12,8 +12,19 @@ way into a `CoreAgentError` (its constructor calls it) or into a result.
 Server text that is cut to a length goes through `server_text`, which scrubs
 *before* it cuts, so a secret straddling the cut cannot leave its first
 characters behind. Foreign exceptions kept as a `__cause__` are scrubbed in
-place by `scrub_chain`, and httpx and httpcore, which log reason phrases,
-URLs and response headers, log through `LOG_FILTER`.
+place by `scrub_chain`.
+
+Log records are scrubbed where every record is made: logging's record factory
+(`logging.setLogRecordFactory`), which every logger of the process calls,
+whoever made it and whenever (httpx, httpcore, the vendor SDKs' httpx2 and
+httpcore2, uvicorn, a dependency nobody has named yet). No list of logger
+names is kept, so none can be missed. The factory is put in place when the
+first secret is registered and again by any registration that finds another
+one installed since, built over whatever factory was there (a user's own is
+kept and still makes the record). A record holding a secret leaves the factory
+with its message already formatted and scrubbed (its arguments dropped); one
+holding none keeps its message and arguments as given. A logged exception
+holding one is scrubbed in place and its traceback text set scrubbed.
 
 Secrets of every length are scrubbed. One of 6 characters or more is
 replaced wherever it occurs. A shorter one (`t0k`) is replaced wherever it
@@ -31,7 +42,8 @@ import logging
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 from urllib.parse import quote, quote_plus
 
 __all__ = [
@@ -39,7 +51,7 @@ __all__ = [
     "REDACTED",
     "forget_all",
     "generation",
-    "install_log_filter",
+    "install_record_scrubbing",
     "register",
     "scoped",
     "scrub",
@@ -91,6 +103,7 @@ def register(secret: str | None) -> None:
         while len(_secrets) > _MAX_SECRETS:
             _secrets.popitem(last=False)
         _rebuild()
+    install_record_scrubbing()
 
 
 def _rebuild() -> None:
@@ -195,34 +208,57 @@ def scrub_chain(error: BaseException) -> None:
         todo += [e for e in (exc.__cause__, exc.__context__) if e is not None]
 
 
+def _scrub_record(record: logging.LogRecord) -> None:
+    """Scrub `record` in place: its message, and a logged exception's text."""
+    try:
+        message = record.getMessage()
+    except Exception:  # arguments that do not fit the format: logging reports it, secret-free
+        message = f"{record.msg!s} (arguments: {record.args!r})"
+    clean = scrub(message)
+    if clean != message:
+        record.msg, record.args = clean, None
+    exc_info = record.exc_info
+    if exc_info and exc_info[1] is not None:
+        scrub_chain(exc_info[1])
+        # What str(exc) reads is not always its args (an attribute, a note): the traceback
+        # text is made here, scrubbed, and kept for the formatter when it held a secret.
+        text = logging.Formatter().formatException(exc_info)
+        clean = scrub(text)
+        if clean != text:
+            record.exc_text = clean
+
+
+class _ScrubbingFactory:
+    """A record factory: the one it was built over makes the record, then it is scrubbed."""
+
+    def __init__(self, made_by: Callable[..., logging.LogRecord]) -> None:
+        self.made_by = made_by
+
+    def __call__(self, *args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = self.made_by(*args, **kwargs)
+        if _variants or _words is not None:
+            _scrub_record(record)
+        return record
+
+
+def install_record_scrubbing() -> None:
+    """Make every log record of the process pass the scrubber as it is made (idempotent)."""
+    current = logging.getLogRecordFactory()
+    if not isinstance(current, _ScrubbingFactory):
+        logging.setLogRecordFactory(_ScrubbingFactory(current))
+
+
 class _ScrubbingFilter(logging.Filter):
-    """Scrubs a record's message in place; never drops a record."""
+    """Scrubs a record's message in place; never drops a record.
+
+    Not needed where the record factory is in place; for a handler of your own
+    that receives records made elsewhere (a queue from another process).
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
         if _variants or _words is not None:
-            message = record.getMessage()
-            clean = scrub(message)
-            if clean != message:
-                record.msg, record.args = clean, None
+            _scrub_record(record)
         return True
 
 
 LOG_FILTER = _ScrubbingFilter()
-# Filters run only for records made on the logger itself, not for children's:
-# each logger that quotes what a server sent is named.
-_FOREIGN_LOGGERS = (
-    "httpx",
-    "httpcore.connection",
-    "httpcore.http11",
-    "httpcore.http2",
-    "httpcore.proxy",
-    "httpcore.socks",
-)
-
-
-def install_log_filter() -> None:
-    """Scrub what httpx and httpcore log (reason phrases, URLs, response headers)."""
-    for name in _FOREIGN_LOGGERS:
-        logger = logging.getLogger(name)
-        if LOG_FILTER not in logger.filters:
-            logger.addFilter(LOG_FILTER)

@@ -48,8 +48,6 @@ def test_a_short_secret_inside_a_longer_word_is_left_alone() -> None:
 
 
 def test_httpx_log_records_are_scrubbed(caplog) -> None:
-    import coreagent_sdk._http._plumbing  # noqa: F401 - installs the filter
-
     register(CANARY)
     caplog.set_level(logging.INFO)
     logging.getLogger("httpx").info("HTTP Request: GET %s", f"http://h/{CANARY}")

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from .._scrub import install_log_filter, scrub_chain, server_text, slack
+from .._scrub import scrub_chain, server_text, slack
 from ..errors import (
     BadRequestError,
     CoreAgentError,
@@ -26,8 +26,6 @@ from ._inflate import body_chunks
 from ._network import NetworkTransport, mocked
 from ._rate_limit import retry_after_seconds
 from ._requests import Requests
-
-install_log_filter()
 
 __all__ = [
     "ERROR_EXCERPT_BYTES",

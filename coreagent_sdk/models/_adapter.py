@@ -23,7 +23,6 @@ import asyncio
 import importlib
 import inspect
 import json
-import logging
 import os
 from collections.abc import Callable, Mapping
 from types import ModuleType
@@ -31,7 +30,7 @@ from typing import Any
 
 from .._attach._surrogates import replace_surrogates
 from .._http._deadline import within
-from .._scrub import LOG_FILTER, register, scrub, server_text
+from .._scrub import register, scrub, server_text
 from ._bounded import BodyTooLarge, BrokenOff, bounding, install, read_body, unbounding
 from ._protocol import ModelError, ModelReply, ToolCall, token_count
 
@@ -49,7 +48,6 @@ __all__ = [
     "load_package",
     "read_key",
     "refuse_streaming",
-    "scrub_vendor_logs",
     "status_failure",
 ]
 
@@ -86,24 +84,6 @@ def read_key(env: str, *, component: str) -> str:
         )
     register(key)
     return key
-
-
-def scrub_vendor_logs(*prefixes: str) -> None:
-    """Put the scrubbing filter on every logger of the vendor's packages.
-
-    A logger filter applies only to records made on that logger, not on its
-    children, so each existing logger under the prefixes gets it. The vendor
-    SDKs log response headers such as `x-request-id`, which a hostile server
-    can fill with the key it was sent.
-    """
-    names = set(prefixes)
-    names.update(
-        name for name in list(logging.root.manager.loggerDict) if name.split(".", 1)[0] in prefixes
-    )
-    for name in names:
-        logger = logging.getLogger(name)
-        if LOG_FILTER not in logger.filters:
-            logger.addFilter(LOG_FILTER)
 
 
 def _server_message(body: object, fallback: bytes | str) -> str:

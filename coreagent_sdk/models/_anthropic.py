@@ -47,7 +47,6 @@ from ._adapter import (
     load_package,
     read_key,
     refuse_streaming,
-    scrub_vendor_logs,
     status_failure,
 )
 from ._protocol import Message, ModelError, ModelReply, ToolCall, ToolSpec, Usage
@@ -122,7 +121,6 @@ class AnthropicModel:
             )
         refuse_streaming(dict(options or {}), _COMPONENT)
         anthropic = load_package("anthropic", component=_COMPONENT, extra="anthropic")
-        scrub_vendor_logs("anthropic", "httpx", "httpx2", "httpcore", "httpcore2")
         self.model = model
         self.max_tokens = max_tokens
         self._options = dict(options or {})

@@ -46,7 +46,6 @@ from ._adapter import (
     load_package,
     read_key,
     refuse_streaming,
-    scrub_vendor_logs,
     status_failure,
 )
 from ._protocol import Message, ModelError, ModelReply, ToolCall, ToolSpec, Usage
@@ -116,7 +115,6 @@ class OpenAIChatModel:
             raise ValueError(f"{_COMPONENT}: model {model!r} must be a non-empty model name")
         refuse_streaming(dict(options or {}), _COMPONENT)
         openai = load_package("openai", component=_COMPONENT, extra="openai")
-        scrub_vendor_logs("openai", "httpx", "httpx2", "httpcore", "httpcore2")
         self.model = model
         self._options = dict(options or {})
         self._limit = max_response_bytes
