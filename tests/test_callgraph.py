@@ -142,3 +142,42 @@ def test_a_source_that_holds_no_calls_is_refused_naming_what_to_give() -> None:
         call_graph("fleet")
     assert repr(call_graph([])) == "CallGraph(0 agents, 0 edges: no calls)"
     assert isinstance(call_graph(CallLog()), CallGraph)
+
+
+# --- names a model or a hub chose: control characters, entities, bidi controls ------------
+
+
+@pytest.mark.parametrize("control", ["\x01", "\x1b", "\x7f", "\ufffe", "\ud800"])
+def test_a_name_holding_a_control_character_still_makes_well_formed_svg(control: str) -> None:
+    name = f"peer{control}[31m"
+    graph = call_graph([_record(1, name, None, 5)])
+    root = ET.fromstring(graph.to_svg())  # raises on a character XML 1.0 does not allow
+    texts = [t.text or "" for t in root.iter(f"{SVG}text")]
+    code = ord(control)
+    escape = f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    assert f"peer{escape}[31m" in texts  # shown as its escape, as the text views quote it
+    assert ET.fromstring(f"<div>{graph._repr_html_()}</div>") is not None
+
+
+def test_a_long_name_cut_next_to_an_entity_keeps_the_svg_well_formed() -> None:
+    # Drawn boxes hold 20 characters: the cut falls on the first "&". Cutting the escaped
+    # text instead would split "&amp;" and break the whole drawing.
+    name = "x" * 18 + "&&<<" + "y" * 10
+    graph = call_graph([_record(1, name, None, 5)])
+    root = ET.fromstring(graph.to_svg())
+    texts = [t.text or "" for t in root.iter(f"{SVG}text")]
+    assert "x" * 18 + "&…" in texts
+    titles = [t.text for t in root.iter(f"{SVG}title")]
+    assert name in titles  # the whole name, in the box's tooltip
+
+
+def test_a_name_cut_inside_a_shown_escape_still_makes_well_formed_svg() -> None:
+    name = "x" * 17 + "\x1b" * 5
+    root = ET.fromstring(call_graph([_record(1, name, None, 5)]).to_svg())
+    assert any((t.text or "").startswith("x" * 17 + "\\x") for t in root.iter(f"{SVG}text"))
+
+
+def test_a_right_to_left_override_in_a_name_is_shown_not_obeyed_in_the_drawing() -> None:
+    name = "admin\u202e"
+    svg = call_graph([_record(1, name, None, 5, state="failed")]).to_svg()
+    assert "\u202e" not in svg and "admin\\u202e" in svg

@@ -8,6 +8,8 @@ from coreagent_sdk import (
     AgentConfig,
     CallLog,
     CallPeerResult,
+    CallRecord,
+    CallTree,
     DirectoryFunc,
     FakeClock,
     Peer,
@@ -182,3 +184,39 @@ def test_a_call_log_lists_calls_newest_first() -> None:
     log = CallLog()
     assert "no calls yet" in Page(log._repr_html_()).text
     assert repr(log) == "CallLog(0 calls: none)"
+
+
+# --- bidi controls: shown as escapes, never obeyed (the text views quote them) ---------
+
+
+def _tree_with(peer: str) -> CallTree:
+    record = CallRecord(
+        1, "call_peer", peer, "failed", started=0.0, ended=0.0002, duration_ms=0, parent=None
+    )
+    return CallTree((record,), opened=True)
+
+
+@pytest.mark.parametrize(
+    "control", ["\u202e", "\u202d", "\u2066", "\u2067", "\u2068", "\u2069", "\u200f", "\u061c"]
+)
+def test_a_bidi_control_in_a_peer_name_is_shown_as_an_escape_in_an_opened_tree(control) -> None:
+    html = _tree_with(f"admin{control}")._repr_html_()
+    assert control not in html
+    (summary,) = [text for _, text in Page(html).summaries]
+    assert summary.startswith(f"admin\\u{ord(control):04x} failed")  # read left to right
+    assert f"\\u{ord(control):04x}" in repr(_tree_with(f"admin{control}"))  # as the text view
+
+
+def test_a_bidi_override_in_an_answer_or_a_roster_is_shown_as_an_escape() -> None:
+    result = CallPeerResult(
+        peer="p\u202eq", session_id="s\u202e", duration_ms=1, response="ok \u202e done"
+    )
+    html = result._repr_html_()
+    assert "\u202e" not in html and "ok \\u202e done" in Page(html).text
+    roster = StaticDirectory([Peer("n\u202em", "http://n.sim")])
+    assert "\u202e" not in roster._repr_html_()
+
+
+def test_line_breaks_and_tabs_in_an_answer_stay_as_they_are_in_html() -> None:
+    result = CallPeerResult(peer="p", session_id="s", duration_ms=1, response="line 1\n\tline 2")
+    assert "line 1\n\tline 2" in Page(result._repr_html_()).text
