@@ -97,8 +97,12 @@ def delegation_timeline(
     ax.set_xlabel("milliseconds since the first call started")
     if by_tree:
         # Indentation by depth (the branches' own characters need a font that has them).
-        ax.set_yticks(range(len(rows)))
-        ax.set_yticklabels([" " * 3 * (len(prefix) // 4) + r.peer for prefix, r in rows])
+        # Names are text, never TeX: "$^$" in a peer name raised mathtext's ValueError.
+        ax.set_yticks(
+            range(len(rows)),
+            [" " * 3 * (len(prefix) // 4) + r.peer for prefix, r in rows],
+            parse_math=False,
+        )
         for row, (prefix, _) in enumerate(rows):
             if row and not prefix:
                 ax.axhline(row - 0.5, color="#d0d7de", linewidth=0.8)

@@ -112,3 +112,60 @@ async def test_a_fleets_calls_are_drawn_grouped_by_delegation_tree() -> None:
     assert flat.get_title() == "4 delegations"
     plt.close("all")
     await fleet.aclose()
+
+
+# Names and grid values are text, never TeX: matplotlib reads "$...$" as mathtext, which
+# raised ValueError at the draw for "p$^$q" and set "$x$" in italics.
+DOLLARS = ["p$^$q", "a$_$b", "$x$"]
+
+
+def test_peer_names_with_dollar_signs_are_drawn_as_written_on_the_timeline() -> None:
+    import matplotlib.pyplot as plt
+
+    from coreagent_sdk import CallRecord
+
+    records = [
+        CallRecord(1, "call_peer", DOLLARS[0], "finished", started=0.0, ended=0.1, parent=None),
+        *(
+            CallRecord(i + 2, "call_peer", name, "finished", started=0.01, ended=0.05, parent=1)
+            for i, name in enumerate(DOLLARS[1:])
+        ),
+    ]
+    try:
+        ax = delegation_timeline(records, title="dollars")
+        ax.figure.canvas.draw()  # mathtext would raise here
+        labels = ax.get_yticklabels()
+        assert [t.get_text().strip() for t in labels] == DOLLARS
+        assert not any(t.get_parse_math() for t in labels)
+    finally:
+        plt.close("all")
+
+
+def test_grid_values_with_dollar_signs_are_drawn_as_written_in_every_results_plot() -> None:
+    import json
+
+    import matplotlib.pyplot as plt
+
+    from simulator.experiments import Results
+
+    rows = [
+        {
+            "scenario": "s", "params": json.dumps({"price": value}), "price": value,
+            "case": "c", "seed": 1, "repetition": 0, "passed": i % 2 == 0,
+            "duration_ms": 1.0 + i, "tokens_in": 1, "tokens_out": i, "cost": None,
+            "error_kind": None,
+        }
+        for i, value in enumerate(DOLLARS)
+    ]  # fmt: skip
+    results = Results(rows)
+    shown = {f"price={value}" for value in DOLLARS}
+    try:
+        for plot in ("plot_pass_rate", "plot_latency", "plot_cost", "plot_cost_vs_accuracy"):
+            ax = getattr(results, plot)(by="price")
+            ax.figure.canvas.draw()  # mathtext would raise here
+            texts = [*ax.get_yticklabels(), *ax.texts]
+            drawn = {t.get_text() for t in texts if t.get_text() in shown}
+            assert drawn == shown, (plot, [t.get_text() for t in texts])
+            assert not any(t.get_parse_math() for t in texts if t.get_text() in shown), plot
+    finally:
+        plt.close("all")

@@ -29,6 +29,8 @@ def _axes(ax: Any, height: float) -> Any:
     return made
 
 
+# Labels are text, never TeX (parse_math=False wherever one is drawn): a grid value holding
+# "$^$" raised mathtext's ValueError at the draw, and "$x$" came out in italics.
 def _label(setting: dict[str, Any], names: Sequence[str]) -> str:
     return ", ".join(f"{n}={setting[n]}" for n in names) or "all trials"
 
@@ -42,7 +44,8 @@ def pass_rate(results: Results, by: str | Sequence[str] | None, ax: Any) -> Any:
     labels = [_label(r, names) for r in rows]
     rates = [r["pass_rate"] for r in rows]
     errors = [[r["pass_rate"] - r["low"] for r in rows], [r["high"] - r["pass_rate"] for r in rows]]
-    ax.barh(labels, rates, xerr=errors, color="#54aeff", capsize=3)
+    ax.barh(range(len(labels)), rates, xerr=errors, color="#54aeff", capsize=3)
+    ax.set_yticks(range(len(labels)), labels, parse_math=False)
     ax.set_xlim(0, 1)
     ax.invert_yaxis()
     ax.set_xlabel(f"pass rate ({INTERVAL}, 95%)")
@@ -61,7 +64,7 @@ def distribution(
         ax.boxplot(data, orientation="horizontal")
     except TypeError:  # matplotlib before 3.10
         ax.boxplot(data, vert=False)
-    ax.set_yticks(range(1, len(labels) + 1), labels)
+    ax.set_yticks(range(1, len(labels) + 1), labels, parse_math=False)
     ax.invert_yaxis()
     ax.set_xlabel(label)
     return ax
@@ -95,7 +98,7 @@ def cost_vs_accuracy(results: Results, by: str | Sequence[str] | None, ax: Any) 
     for x, y, r in zip(xs, ys, rows, strict=True):
         if x is not None and not math.isnan(y):
             ax.annotate(_label(r, names), (x, y), fontsize=7, xytext=(4, 2),
-                        textcoords="offset points")  # fmt: skip
+                        textcoords="offset points", parse_math=False)  # fmt: skip
     ax.set_xlabel("mean cost per trial ($)" if priced else "mean tokens per trial")
     ax.set_ylabel("pass rate")
     ax.set_ylim(0, 1.05)
