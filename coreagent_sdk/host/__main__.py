@@ -17,6 +17,9 @@ the environment variable NAME, as a daemon's `--attach-token=<ENVVAR>` does.
 The token itself is never an argument: a command line shows in `ps` and in
 shell history, so `--attach-token VALUE` is refused without repeating it.
 
+`--a2a` also answers the A2A JSON-RPC transport on the same port (the `a2a` extra):
+each agent's card then declares it; see docs/guides/a2a.md.
+
 `--store-sync full` makes every write to the store survive a power cut, not
 only a killed process (the default, `normal`); see the host guide.
 """
@@ -96,6 +99,8 @@ def build(args: argparse.Namespace) -> AgentHost | MultiAgentHost:
                 )
             read_attach_token(args.attach_token_env)  # unset: fail now, not per agent
             target.host_options["attach_token_env"] = args.attach_token_env
+        if args.a2a:
+            target.host_options["a2a"] = True
         return _joined(target, args)
     joined = {
         "register_to": args.register_to,
@@ -107,6 +112,8 @@ def build(args: argparse.Namespace) -> AgentHost | MultiAgentHost:
         configured["store_sync"] = args.store_sync
     if args.session_idle_timeout != DEFAULT_SESSION_IDLE_TIMEOUT:
         configured["session_idle_timeout"] = args.session_idle_timeout
+    if args.a2a:
+        configured["a2a"] = True
     if isinstance(target, AgentHost):
         given = [f"--{k.replace('_', '-')}" for k, v in configured.items() if v is not None]
         if given:
@@ -131,6 +138,7 @@ def build(args: argparse.Namespace) -> AgentHost | MultiAgentHost:
         store_sync=args.store_sync,
         session_idle_timeout=args.session_idle_timeout,
         attach_token_env=args.attach_token_env,
+        a2a=args.a2a,
         **joined,
     )
 
@@ -172,6 +180,11 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=0, help="port (0: any free one)")
     parser.add_argument("--name", help="the agent's name (default: the attribute's)")
     parser.add_argument("--description", help="serve an A2A agent card with this description")
+    parser.add_argument(
+        "--a2a",
+        action="store_true",
+        help="also answer the A2A JSON-RPC transport on the same port (the 'a2a' extra)",
+    )
     parser.add_argument("--register-to", help="join this hub (its http(s) URL)")
     parser.add_argument("--token-env", help="environment variable holding the host's token")
     parser.add_argument("--endpoint", help="the URL the hub should give callers")

@@ -22,12 +22,19 @@ from starlette.responses import PlainTextResponse, Response
 from .._attach._agentcard import AGENT_CARD_PATH
 from ._gowire import go_json
 
-__all__ = ["AGENT_CARD_PATH", "CARD_PROTOCOL_VERSION", "card_response"]
+__all__ = [
+    "AGENT_CARD_PATH",
+    "CARD_PROTOCOL_VERSION",
+    "card_response",
+    "card_url",
+    "json_card_response",
+]
 
 CARD_PROTOCOL_VERSION = "0.3.0"
 
 
-def _card_url(request: Request) -> str:
+def card_url(request: Request) -> str:
+    """The URL the request was addressed to, as the daemon reads it (forwarded headers first)."""
     scheme = request.headers.get("x-forwarded-proto") or request.url.scheme
     host = request.headers.get("x-forwarded-host") or request.headers.get("host", "")
     return f"{scheme}://{host}" if host else ""
@@ -47,7 +54,7 @@ def build_card(
         "protocolVersion": CARD_PROTOCOL_VERSION,
         "name": name,
         "description": description,
-        "url": _card_url(request),
+        "url": card_url(request),
         "version": version,
         "capabilities": {
             "streaming": True,
@@ -73,14 +80,17 @@ def build_card(
 def card_response(request: Request, **card: Any) -> Response:
     """`GET`/`HEAD` the card; any other method is 405, as `agentCardHandler` answers."""
     if request.method not in ("GET", "HEAD"):
+        return json_card_response(request, {})
+    return json_card_response(request, build_card(request, **card))
+
+
+def json_card_response(request: Request, card: dict[str, Any]) -> Response:
+    """`card` as the daemon writes its card (indented JSON, a newline); 405 but to GET/HEAD."""
+    if request.method not in ("GET", "HEAD"):
         return PlainTextResponse(
             "method not allowed\n", status_code=405, headers={"Allow": "GET, HEAD"}
         )
-    body = (
-        b""
-        if request.method == "HEAD"
-        else (go_json(build_card(request, **card), indent=2) + "\n").encode()
-    )
+    body = b"" if request.method == "HEAD" else (go_json(card, indent=2) + "\n").encode()
     response = Response(body, headers={"Content-Type": "application/json; charset=utf-8"})
     if request.method == "HEAD":
         del response.headers["content-length"]

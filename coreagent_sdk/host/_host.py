@@ -28,7 +28,7 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from starlette.applications import Starlette
@@ -73,6 +73,9 @@ from ._shared_store import session_store as _session_store
 from ._spans import ServerSpans
 from ._store import StoredSession, sweep_period
 from ._store_errors import STORE_ERRORS, _answer_unreadable, _StoreUnreadable, _unreadable
+
+if TYPE_CHECKING:
+    from ._a2a import A2AEndpoint
 
 __all__ = [
     "DEFAULT_GRACE",
@@ -210,6 +213,13 @@ class AgentHost:
             applies ("full" is refused if the store's is "normal").
         store_key: This host's key in a `SharedStore` (None: its ``name``); no other
             host may use it until this one's `aclose()`.
+        a2a: Also answer the A2A JSON-RPC transport (the official A2A SDK's server; the
+            ``a2a`` extra) at `POST /` on the same port, behind the same auth: each
+            message a turn in a fresh session, its chunks streamed as artifact updates,
+            its answer the completed task's artifact, a turn error a failed task with
+            its kind and retryable flag, `CancelTask` stopping the turn. The card then
+            declares the transport at its URL (it is served with or without a
+            ``description``). See docs/guides/a2a.md.
 
     Attributes:
         name: The agent's name: its card's name, and a simulated fleet's peer name.
@@ -254,6 +264,7 @@ class AgentHost:
             (`turn.runtime`), or None: turns get no runtime.
         agent_id: The agent's id in `runtimes` (its name unless given).
         propagate_trace: True when calls made inside a turn send `traceparent`.
+        a2a: True when the host answers A2A's JSON-RPC at `POST /`.
     """
 
     def __init__(
@@ -292,6 +303,7 @@ class AgentHost:
         propagate_trace: bool = True,
         store_sync: str = "normal",
         store_key: str | None = None,
+        a2a: bool = False,
     ) -> None:
         if (
             isinstance(session_idle_timeout, bool)
@@ -338,6 +350,8 @@ class AgentHost:
         self.session_idle_timeout = float(session_idle_timeout)
         self.max_sessions_in_memory = max_sessions_in_memory
         self.refuse_foreign_reregistration = refuse_foreign_reregistration
+        if a2a and not description:
+            description = f"Agent {name!r}, served by coreagent-sdk."
         self.description = description
         self.skills = dict(skills or {})
         # Joining a fleet (see _serve): the hub, where callers reach this host, and the
@@ -396,6 +410,21 @@ class AgentHost:
                 Route(f"{prefix}/events", events, methods=["GET"]),
                 Route(prefix, partial(delete_session, self), methods=["DELETE"]),
             ]
+        # A2A's JSON-RPC at POST /, behind the same guard as the attach routes (its module, and
+        # the a2a SDK with it, is imported only here: a host without A2A never imports `a2a`).
+        self._a2a: A2AEndpoint | None = None
+        if a2a:
+            try:
+                from ._a2a import A2AEndpoint
+            except ImportError as exc:
+                if not (exc.name or "").startswith("a2a"):
+                    raise
+                raise ImportError(
+                    "AgentHost: a2a=True needs the official A2A SDK, the 'a2a' extra: "
+                    "pip install 'coreagent-sdk[host,a2a]'"
+                ) from exc
+            self._a2a = A2AEndpoint(self)
+            routes.append(self._a2a.route)
         if registry is not None:  # elsewhere /peers is the router's own 404
             routes += [
                 Route("/peers", partial(list_peers, self), methods=["GET"]),
@@ -448,8 +477,15 @@ class AgentHost:
             return {"error": str(exc)}
         return result.to_dict()
 
+    @property
+    def a2a(self) -> bool:
+        """Whether this host answers A2A's JSON-RPC at `POST /` (``a2a=True``)."""
+        return self._a2a is not None
+
     def card(self, request: Request) -> Response:
-        """The host's A2A agent card (see `_card`), as answered to `request`."""
+        """The host's A2A agent card (see `_card`; `_a2a` with A2A on), as answered to `request`."""
+        if self._a2a is not None:
+            return self._a2a.card_response(request)
         return card_response(
             request,
             name=self.name,
@@ -832,5 +868,7 @@ class AgentHost:
         if not self.store.temporary and self.store.opened:
             for session in self.sessions.values():
                 session.save()  # usage and last touch as they are now, for the next start
+        if self._a2a is not None:
+            await self._a2a.aclose()  # the SDK's running tasks: their turns were cancelled above
         await self.store.aclose()
         self._opening = None

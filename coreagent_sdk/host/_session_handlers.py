@@ -62,17 +62,11 @@ async def create_session(host: Daemon, request: Request) -> Response:
     acl = await session_acl(request, who)
     if isinstance(acl, Response):
         return acl
-    sid = f"s-{next(host._ids):04d}{secrets.token_hex(3)}"
-    session = _Session(host, host.app_name, sid, who.name)
-    session.viewers, session.contributors = acl
     try:
-        # Answered once its row is written, as `registerWithACL` persists it first (and
-        # rolls the session back when it cannot).
-        await session.save()
+        session = await open_session(host, who.name, *acl)
     except StoreWriteError as exc:
         return _text(500, f"create session: register: attach: persist session ACL: {exc}")
-    host.sessions[sid] = session
-    host._admitted()
+    sid = session.session_id
     authority = request.headers.get("host")
     path = f"/sessions/{host.app_name}/{sid}"
     scheme = request.scope.get("scheme", "http")  # request.url parses the whole URL
@@ -81,6 +75,27 @@ async def create_session(host: Daemon, request: Request) -> Response:
         {"app": host.app_name, "user": who.name, "sessionID": sid, "url": url},
         status_code=201,
     )
+
+
+async def open_session(
+    host: Daemon,
+    user: str,
+    viewers: tuple[str, ...] = (),
+    contributors: tuple[str, ...] = (),
+) -> _Session:
+    """A fresh session of `user`, in memory once its row is written (`StoreWriteError` if not).
+
+    What `POST /sessions` does after its checks, and what an A2A message does (`_a2a`):
+    the row first, as `registerWithACL` persists it before answering (and rolls the
+    session back when it cannot), then the session joins the host's memory bound.
+    """
+    sid = f"s-{next(host._ids):04d}{secrets.token_hex(3)}"
+    session = _Session(host, host.app_name, sid, user)
+    session.viewers, session.contributors = viewers, contributors
+    await session.save()
+    host.sessions[sid] = session
+    host._admitted()
+    return session
 
 
 async def session_acl(
