@@ -447,6 +447,55 @@ async def test_truncation_never_cuts_a_multibyte_character(reach, peer, char, ca
     assert len(result.response.encode()) <= cap
 
 
+# The cap counts UTF-8 bytes, not characters: each answer below fits the cap in characters
+# and not in bytes (a cap counted in characters let every one through whole).
+@pytest.mark.parametrize(
+    ("answer", "cap", "kept"),
+    [
+        ("é" * 6, 12, "é" * 6),  # 12 bytes: exactly at the cap
+        ("é" * 6, 11, "é" * 5),  # one byte over: the broken last character is dropped
+        ("€" * 4, 11, "€" * 3),  # 12 bytes, 4 characters
+        ("ok 🙂", 6, "ok"),  # the 4-byte emoji does not fit past "ok "
+    ],
+)
+async def test_a_non_ascii_answer_is_capped_by_its_bytes_at_the_limit(
+    reach, answer, cap, kept
+) -> None:
+    result = await reach.call_peer(max_response_bytes=cap, timeout=10).acall(
+        peer="echo", prompt=answer
+    )
+    assert result.response == kept
+    assert result.truncated is (kept != answer)
+    assert len(result.response.encode()) <= cap
+
+
+@pytest.mark.parametrize(
+    ("cap", "kept", "truncated"),
+    [
+        (13, "abc\n\néééé", False),  # 3 + 2 (the separator) + 8 bytes: exactly the cap
+        (12, "abc\n\nééé", True),  # 9 characters fit, 13 bytes do not
+        (6, "abc", True),  # the budget spent before the second piece: only the first
+    ],
+)
+async def test_the_byte_cap_counts_what_earlier_pieces_spent(
+    make_reach, cap, kept, truncated
+) -> None:
+    async def two_pieces(turn: Any) -> str:
+        await turn.narrate("abc", tool="probe")
+        return "éééé"
+
+    fleet = Fleet()
+    fleet.add_peer("pieces", behaviors.custom(two_pieces))
+    reach = await make_reach(fleet)
+    tool = reach.call_peer(max_response_bytes=cap, timeout=10)
+    result = await tool.acall(peer="pieces", prompt="go")
+    assert (result.response, result.truncated) == (kept, truncated)
+    assert len(result.response.encode()) <= cap
+    if truncated:  # reading back under the same cap cuts at the same byte
+        again = await tool.read_answer(result, max_response_bytes=cap)
+        assert (again.response, again.truncated) == (kept, True)
+
+
 async def test_an_answer_that_fits_exactly_is_not_truncated(reach) -> None:
     result = await reach.call_peer(max_response_bytes=len("exact"), timeout=10).acall(
         peer="echo", prompt="exact"
