@@ -161,6 +161,18 @@ def forget_all() -> None:
         _rebuild()
 
 
+def is_registered(value: str) -> bool:
+    """Whether `value` is a registered secret (as given, or as a token is read: stripped).
+
+    For what must not be handed on: an MCP server's environment leaves out every
+    variable whose value this says is some other agent's secret.
+    """
+    if not value:
+        return False
+    with _lock:
+        return value in _secrets or value.strip() in _secrets
+
+
 def scrub(text: str) -> str:
     """`text` with every registered secret replaced by `[redacted]`."""
     for secret in _variants:

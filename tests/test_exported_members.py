@@ -341,3 +341,32 @@ def test_the_experiments_package_exports_exactly_the_pinned_names() -> None:
     assert set(simulator.experiments.__all__) == EXPERIMENTS
     for name in EXPERIMENTS:
         assert hasattr(simulator.experiments, name), name
+
+
+# coreagent_sdk.mcp: declaring MCP servers for a skill's tools (the client half).
+MCP = {
+    "DEFAULT_CALL_TIMEOUT",
+    "DEFAULT_MAX_RESTARTS",
+    "DEFAULT_MAX_RESULT_BYTES",
+    "DEFAULT_MAX_TOOLS",
+    "DEFAULT_START_TIMEOUT",
+    "MAX_TOOL_NAME",
+    "MCP_FILE_NAME",
+    "HttpServer",
+    "McpServer",
+    "McpServerStatus",
+    "McpTool",
+    "StdioServer",
+    "namespaced",
+    "parse_mcp_json",
+    "read_mcp_json",
+    "sanitize_prefix",
+}
+
+
+def test_the_mcp_package_exports_exactly_the_pinned_names() -> None:
+    import coreagent_sdk.mcp
+
+    assert MCP <= set(coreagent_sdk.mcp.__all__)  # the serving half adds its own names
+    for name in coreagent_sdk.mcp.__all__:
+        assert hasattr(coreagent_sdk.mcp, name), name

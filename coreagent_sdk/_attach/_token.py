@@ -19,7 +19,28 @@ from collections.abc import Mapping
 from .._scrub import register
 from ..errors import InvalidTokenError, TokenUnsetError
 
-__all__ = ["checked_token", "read_token"]
+__all__ = ["checked_token", "credential_variable", "credential_variables", "read_token"]
+
+# The variables that hold the fleet's own credentials: every token_env a caller, a
+# registration or a host was given. A third-party process (an MCP server) is started
+# without them. Names only, never values; bounded like the scrubber's registry.
+_CREDENTIAL_VARIABLES: dict[str, None] = {}
+_MAX_VARIABLES = 256
+
+
+def credential_variable(name: str | None) -> None:
+    """Record `name` as a variable that holds a fleet credential (a ``token_env``)."""
+    if not name or not isinstance(name, str):
+        return
+    _CREDENTIAL_VARIABLES.pop(name, None)
+    _CREDENTIAL_VARIABLES[name] = None
+    while len(_CREDENTIAL_VARIABLES) > _MAX_VARIABLES:
+        del _CREDENTIAL_VARIABLES[next(iter(_CREDENTIAL_VARIABLES))]
+
+
+def credential_variables() -> frozenset[str]:
+    """The variables `credential_variable` recorded (every `read_token` records its own)."""
+    return frozenset(_CREDENTIAL_VARIABLES)
 
 
 def _problem(token: str) -> str | None:
@@ -65,6 +86,7 @@ def read_token(
     """The token named by `token_env`, read now and checked; None when no variable is named."""
     if token_env is None:
         return None
+    credential_variable(token_env)
     value = (os.environ if environ is None else environ).get(token_env, "")
     token = checked_token(value, f"${token_env}", component)
     if token is None:

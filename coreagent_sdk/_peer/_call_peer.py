@@ -43,6 +43,7 @@ from .._attach._oversized import OversizedFrame
 from .._attach._quote import go_quote, quoted_names
 from .._attach._recording import recording_peer
 from .._attach._sse import MAX_EVENT_BYTES
+from .._attach._token import credential_variable
 from .._attach._wire import AgentEvent, AgentFrame, Frame, TurnComplete, TurnError
 from .._clock import Clock, SystemClock
 from .._http._asyncio_only import require_asyncio
@@ -337,6 +338,7 @@ class CallPeer:
             )
         self.directory = directory
         self.token_env = token_env
+        credential_variable(token_env)  # never handed to an MCP server
         self.timeout = float(timeout)
         self.max_response_bytes = max_response_bytes
         self.name = name

@@ -12,6 +12,7 @@ import attrs
 import httpx
 
 from .._attach._client import AttachClient
+from .._attach._token import credential_variable
 from .._attach._wire import PeerRecord
 from .._clock import Clock, SystemClock
 from .._http._deadline import DEFAULT_REQUEST_TIMEOUT
@@ -119,6 +120,7 @@ class PeerRegistration:
         self.ttl = ttl
         self._transport = transport
         self._token_env = token_env
+        credential_variable(token_env)  # never handed to an MCP server
         self._environ = environ
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._on_event = on_event

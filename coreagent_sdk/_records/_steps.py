@@ -69,6 +69,8 @@ class TurnStep:
         error: What failed: the model's error, the tool's, the turn's.
         peer: For a ``call_peer`` tool call: the peer asked.
         session_id: For a ``call_peer`` tool call: the peer's session (its call's).
+        server: For an MCP tool call: the server whose tool it is (the name is
+            ``<server>_<tool>``).
         started: Seconds since the recording log was made, when the step started.
     """
 
@@ -83,6 +85,7 @@ class TurnStep:
     peer: str = attrs.field(default="", converter=step_text)
     session_id: str = attrs.field(default="", converter=step_text)
     started: float = 0.0
+    server: str = attrs.field(default="", converter=step_text)
 
 
 def report(turn: Any, step: TurnStep) -> None:

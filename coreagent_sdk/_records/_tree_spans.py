@@ -87,8 +87,11 @@ def _step_span(step: TurnStep) -> tuple[str, str, dict[str, Any], str | None]:
     attributes = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": step.name,
-        "gen_ai.tool.type": "function",
+        # An MCP server's tool is the conventions' "extension" (an agent-side tool).
+        "gen_ai.tool.type": "extension" if step.server else "function",
     }
+    if step.server:
+        attributes["mcp.method.name"] = "tools/call"
     if step.peer:
         attributes["gen_ai.agent.name"] = step.peer
     if step.session_id:

@@ -151,8 +151,22 @@ class AgentBuilder:
         )
 
     async def build(self, cfg: AgentConfig) -> Any:
-        """The instance the factory makes from `cfg`'s spec (awaited when async)."""
+        """The instance the factory makes from `cfg`'s spec (awaited when async), started.
+
+        An instance with an ``astart()`` (a `ModelAgent` whose skills carry MCP
+        servers) is started here, so its servers run from the moment the runtime is
+        built; one that fails to start is closed, not leaked.
+        """
         made = self.config.factory(await self.spec(cfg))
         if inspect.isawaitable(made):
             made = await made
+        start = getattr(made, "astart", None)
+        if callable(start):
+            try:
+                await start()
+            except BaseException:
+                close = getattr(made, "aclose", None)
+                if callable(close):
+                    await close()
+                raise
         return made

@@ -22,7 +22,7 @@ import os
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .._attach._token import checked_token
+from .._attach._token import checked_token, credential_variable
 from ..errors import TokenUnsetError
 from ._replies import _text
 
@@ -54,6 +54,7 @@ def read_attach_token(env: str) -> str:
     Like the daemon's `--attach-token=<ENVVAR>`, the token is only ever named by
     its variable: it never travels on a command line, and no message shows it.
     """
+    credential_variable(env)  # never handed to an MCP server
     token = checked_token(os.environ.get(env, ""), f"${env}", "AgentHost")
     if token is None:
         raise TokenUnsetError(

@@ -38,6 +38,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._attach._agentcard import AGENT_CARD_PATH
+from .._attach._token import credential_variable
 from .._attach._wire import PROTOCOL_VERSION
 from .._clock import Clock, SystemClock
 from .._http._endpoint import checked_base_url
@@ -368,6 +369,7 @@ class AgentHost:
             )
         self.ttl = float(ttl)
         self.token_env = token_env
+        credential_variable(token_env)  # never handed to an MCP server
         self.peer_transport = peer_transport
         # The simulator's fleets hand their own (recorded) CallPeer to their daemons' turns.
         self.peer_tool = peer_tool
@@ -847,7 +849,8 @@ class AgentHost:
             self._stop.set()
 
     async def aclose(self) -> None:
-        """Stop running turns and end every stream (sessions stay listed)."""
+        """Stop running turns, end every stream (sessions stay listed), stop its agent's MCP
+        servers (a `ModelAgent` behaviour's; they start again on its next turn)."""
         if self._peer_tool is not None:
             await self._peer_tool.aclose()
             self._peer_tool = None
@@ -872,3 +875,6 @@ class AgentHost:
             await self._a2a.aclose()  # the SDK's running tasks: their turns were cancelled above
         await self.store.aclose()
         self._opening = None
+        close_mcp = getattr(self.behavior, "aclose_mcp", None)
+        if close_mcp is not None:
+            await close_mcp()

@@ -15,6 +15,14 @@ as ADK writes them. A call the model gave no id gets one (``adk-<uuid>``,
 as ADK mints it) for the events, and the model is shown its call as it
 wrote it.
 
+MCP servers a skill carries (`coreagent_sdk.mcp`) start with the agent
+(`astart`, which an `AgentBuilder` awaits as it builds the runtime, and a
+first turn otherwise), all at once, each with its skill's secrets. Their
+tools are offered as ``<server>_<tool>``; each call asks the `gate` first
+(``gate("mcp", "<server>_<tool>")``, the daemon's ``mcp:`` namespace, so
+``AllowList(["mcp:files_*"])`` reads as its patterns), and is recorded as a
+tool step naming its server. `aclose` stops them.
+
 The bounds are ours to make explicit where a daemon relies on its watchdog:
 at most `max_tool_rounds` rounds of tools, at most `max_peer_calls`
 `call_peer` calls and `max_tool_calls` Python tool calls in one reply, and
@@ -28,12 +36,13 @@ reports a turn that ran out of time).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import json
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._attach._wire import AgentEvent, Content, FunctionCall, FunctionResponse, Part
 from .._runtime._builder import RuntimeSpec
@@ -42,6 +51,9 @@ from ..models._protocol import Message, Model, ModelError, ModelReply, ToolCall,
 from ..models._tools import Skill, Tool
 from ._agents import CALL_PEER_TOOL, Turn
 from ._turn_steps import model_name, recorded_complete, recorded_tool
+
+if TYPE_CHECKING:
+    from ..mcp._toolset import McpServerStatus, McpTool, McpToolset
 
 __all__ = [
     "CALL_PEER_SPEC",
@@ -138,6 +150,9 @@ class ModelAgent:
         max_peer_calls: `call_peer` calls allowed in one model reply.
         max_tool_calls: Python tool calls allowed in one model reply (they run at once).
         turn_timeout: Seconds a whole turn may take (None: no bound of its own).
+        gate: Asked before each MCP tool call as ``gate("mcp", name)`` (sync or async; it
+            raises `PermissionDeniedError` to refuse, as `CallPeer`'s gate does). None:
+            every MCP tool of its skills may be called.
 
     Attributes:
         model: The model it asks.
@@ -163,6 +178,7 @@ class ModelAgent:
         max_peer_calls: int = DEFAULT_MAX_PEER_CALLS,
         max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
         turn_timeout: float | None = None,
+        gate: Callable[[str, str], Any] | None = None,
     ) -> None:
         if not callable(getattr(model, "complete", None)):
             raise TypeError(
@@ -180,8 +196,12 @@ class ModelAgent:
         self.max_peer_calls = _positive("max_peer_calls", max_peer_calls)
         self.max_tool_calls = _positive("max_tool_calls", max_tool_calls)
         self.turn_timeout = turn_timeout
+        self.gate = gate
         self.skills = tuple(skills)
         given = dict(secrets or {})
+        self._mcp_servers: list[tuple[Any, Mapping[str, str]]] = []
+        self._mcp: McpToolset | None = None
+        self._mcp_starting: asyncio.Lock | None = None
         # Each tool and the secrets it may see: a skill's tools only their skill's.
         self._tools: dict[str, tuple[Tool, Mapping[str, str]]] = {}
         for fn in tools:
@@ -197,9 +217,12 @@ class ModelAgent:
                 register(value)
             for tool in skill.tools:
                 self._add(tool, scoped)
-        self._specs = ((CALL_PEER_SPEC,) if call_peer else ()) + tuple(
+            # Each server gets its own skill's secrets, and only those.
+            self._mcp_servers.extend((server, scoped) for server in skill.mcp_servers)
+        self._own_specs = ((CALL_PEER_SPEC,) if call_peer else ()) + tuple(
             tool.spec for tool, _ in self._tools.values()
         )
+        self._specs = self._own_specs
 
     def _add(self, tool: Tool, secrets: Mapping[str, str]) -> None:
         if (tool.name == CALL_PEER_TOOL and self.call_peer) or tool.name in self._tools:
@@ -268,9 +291,57 @@ class ModelAgent:
             f"max_tool_calls={self.max_tool_calls})"
         )
 
+    async def astart(self) -> None:
+        """Start its skills' MCP servers, all at once, and offer their tools (once).
+
+        A server that fails is reported once (a warning on ``coreagent_sdk.mcp``
+        naming it, with its stderr's last lines, and in `mcp_status`); the agent
+        runs without its tools. An `AgentBuilder` awaits this as it builds the
+        runtime; otherwise the first turn does.
+        """
+        if not self._mcp_servers or self._mcp is not None:
+            return
+        if self._mcp_starting is None:
+            self._mcp_starting = asyncio.Lock()
+        async with self._mcp_starting:
+            if self._mcp is not None:
+                return
+            from ..mcp._toolset import McpToolset
+
+            toolset = McpToolset(self._mcp_servers)
+            try:
+                await toolset.start(taken=(s.name for s in self._own_specs))
+            except BaseException:
+                await toolset.aclose()
+                raise
+            self._mcp = toolset
+            self._specs = self._own_specs + tuple(t.spec for t in toolset.tools)
+
+    @property
+    def mcp_tools(self) -> tuple[McpTool, ...]:
+        """The MCP tools offered to the model (server, own name, schema, read_only)."""
+        return self._mcp.tools if self._mcp is not None else ()
+
+    @property
+    def mcp_status(self) -> tuple[McpServerStatus, ...]:
+        """Each MCP server of its skills: up with its tools, or why not (empty before `astart`)."""
+        return self._mcp.status if self._mcp is not None else ()
+
+    async def aclose_mcp(self) -> None:
+        """Stop its MCP servers (SIGTERM, grace, SIGKILL to each one's process group).
+
+        The next turn starts them again. A host's `aclose` calls this.
+        """
+        toolset, self._mcp = self._mcp, None
+        self._specs = self._own_specs
+        if toolset is not None:
+            await toolset.aclose()
+
     async def aclose(self) -> None:
-        """Close the model, when it can be closed (an adapter's HTTP client); a `Fleet` does
-        this as it stops. An adapter closed so opens a fresh client on its next request."""
+        """Stop its MCP servers and close the model, when it can be closed (an adapter's HTTP
+        client); a `Fleet` and a `RuntimeCache` do this as they stop or evict it. An adapter
+        closed so opens a fresh client on its next request, and servers start again."""
+        await self.aclose_mcp()
         close = getattr(self.model, "aclose", None)
         if close is not None:
             await close()
@@ -293,6 +364,8 @@ class ModelAgent:
 
     async def __call__(self, turn: Turn) -> None:
         """Run one turn of the loop on `turn`."""
+        if self._mcp_servers and self._mcp is None:
+            await self.astart()
         if self.turn_timeout is None:
             await self._loop(turn)
             return
@@ -421,7 +494,12 @@ class ModelAgent:
 
         async def run_local() -> list[dict[str, Any]]:
             return list(
-                await asyncio.gather(*(recorded_tool(turn, c, self._run_tool(c)) for c in local))
+                await asyncio.gather(
+                    *(
+                        recorded_tool(turn, c, self._run_tool(c), server=self._server_of(c))
+                        for c in local
+                    )
+                )
             )
 
         if peers and local:
@@ -448,11 +526,36 @@ class ModelAgent:
             for c, r in zip(calls, results, strict=True)
         ]
 
+    def _server_of(self, call: ToolCall) -> str:
+        mcp = self._mcp.find(call.name) if self._mcp is not None else None
+        return mcp.server if mcp is not None else ""
+
+    async def _run_mcp(self, call: ToolCall) -> dict[str, Any] | None:
+        """The MCP tool's answer, or None when `call` names no MCP tool."""
+        toolset = self._mcp
+        if toolset is None:
+            return None
+        tool = toolset.find(call.name)
+        if tool is None:
+            why = toolset.unavailable(call.name)
+            return {"error": why} if why is not None else None
+        if self.gate is not None:
+            try:
+                allowed = self.gate("mcp", tool.name)
+                if inspect.isawaitable(allowed):
+                    await allowed
+            except Exception as exc:  # PermissionDeniedError, or a gate that failed
+                return {"error": scrub(str(exc) or type(exc).__name__)}
+        return _response(await toolset.call(tool, call.arguments))
+
     async def _run_tool(self, call: ToolCall) -> dict[str, Any]:
         if call.error:  # arguments the model wrote wrong: it reads why, the tool never runs
             return {"error": scrub(call.error)}
         entry = self._tools.get(call.name)
         if entry is None:
+            answered = await self._run_mcp(call)
+            if answered is not None:
+                return answered
             if call.name == CALL_PEER_TOOL and self.call_peer:
                 return {
                     "error": f"call_peer: give peer and prompt as strings, got "

@@ -116,9 +116,12 @@ async def recorded_complete(
 
 
 async def recorded_tool(
-    turn: Any, call: ToolCall, running: Awaitable[dict[str, Any]]
+    turn: Any, call: ToolCall, running: Awaitable[dict[str, Any]], server: str = ""
 ) -> dict[str, Any]:
-    """A local tool's result (``running``: the agent's own run of `call`), reported as a step."""
+    """A local tool's result (``running``: the agent's own run of `call`), reported as a step.
+
+    `server` names the MCP server whose tool it is (empty: a Python function).
+    """
     started = time.perf_counter()
     result = await running
     if getattr(turn, "on_step", None) is not None:
@@ -132,6 +135,7 @@ async def recorded_tool(
                 sent=_arguments(call),
                 received="" if failed else json.dumps(result, ensure_ascii=False, default=str),
                 error=str(result["error"]) if failed else None,
+                server=server,
             ),
         )
     return result

@@ -8,6 +8,10 @@ description and its ``Args:`` lines the parameters' descriptions.
 
 A parameter named ``secrets`` is not offered to the model: it receives the
 secrets of the skill that owns the tool (see `Skill`), and only those.
+
+A skill may also carry MCP servers (`coreagent_sdk.mcp.StdioServer`,
+`coreagent_sdk.mcp.HttpServer`): their tools join the skill's when the agent
+starts them, and they too get that skill's secrets and no others.
 """
 
 from __future__ import annotations
@@ -245,6 +249,21 @@ def _tools(value: Iterable[Callable[..., Any] | Tool]) -> tuple[Tool, ...]:
     return tuple(fn if isinstance(fn, Tool) else Tool.from_function(fn) for fn in value)
 
 
+def _mcp_servers(value: Iterable[Any]) -> tuple[Any, ...]:
+    # Checked by what they are, not imported: a plain `import coreagent_sdk` stays free of
+    # the MCP modules (and the MCP SDK, which only starting a server imports).
+    servers = tuple(value)
+    for server in servers:
+        if getattr(server, "transport", None) not in ("stdio", "http") or not hasattr(
+            server, "max_result_bytes"
+        ):
+            raise TypeError(
+                f"Skill: mcp_servers holds {server!r}, not an MCP server; give "
+                "coreagent_sdk.mcp.StdioServer(...) or HttpServer(...), or read_mcp_json()"
+            )
+    return servers
+
+
 def _secret_names(value: Iterable[str]) -> tuple[str, ...]:
     if isinstance(value, str):
         return (value,)
@@ -266,9 +285,12 @@ class Skill:
         tools: Its tools (functions are made `Tool`s).
         secrets: The names of the secrets its tools receive.
         instructions: Text added to the agent's system prompt when it has this skill.
+        mcp_servers: MCP servers whose tools are the skill's too (`coreagent_sdk.mcp`),
+            each given this skill's secrets.
     """
 
     name: str
     tools: tuple[Tool, ...] = attrs.field(default=(), converter=_tools)
     secrets: tuple[str, ...] = attrs.field(default=(), converter=_secret_names)
     instructions: str = ""
+    mcp_servers: tuple[Any, ...] = attrs.field(default=(), converter=_mcp_servers)
