@@ -367,6 +367,6 @@ MCP = {
 def test_the_mcp_package_exports_exactly_the_pinned_names() -> None:
     import coreagent_sdk.mcp
 
-    assert MCP <= set(coreagent_sdk.mcp.__all__)  # the serving half adds its own names
+    assert set(coreagent_sdk.mcp.__all__) >= MCP  # the serving half adds its own names
     for name in coreagent_sdk.mcp.__all__:
         assert hasattr(coreagent_sdk.mcp, name), name

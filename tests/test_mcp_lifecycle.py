@@ -279,7 +279,8 @@ async def test_a_command_that_does_not_exist_is_reported_with_the_command_to_che
         (status,) = agent.mcp_status
         assert not status.ok and "mcp: server 'ghost' failed to start: " in (status.error or "")
         assert "No such file or directory" in (status.error or "")
-        assert "check that '/nonexistent/mcp-server-ghost' with args ['--x']" in (status.error or "")
+        fix = "check that '/nonexistent/mcp-server-ghost' with args ['--x']"
+        assert fix in (status.error or "")
     finally:
         await agent.aclose()
     assert children() == set()
