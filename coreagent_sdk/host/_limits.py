@@ -18,6 +18,9 @@ Pins core-agent `pkg/attach/server.go` `Bind`: `http.Server{ReadHeaderTimeout:
   "common read error": no reply). uvicorn has no such timeout: a slowloris
   client held its connection for as long as it liked.
 
+- each request is read as net/http reads it (`_go_requests`, `_chunk_lines`),
+  and the next one only once it is answered (`_header_limits`).
+
 Where uvicorn differs and stays so (docs/differences.md): an idle kept-alive
 connection closes after `IDLE_TIMEOUT` (30 s); the daemon sets no
 `IdleTimeout`, so it keeps one forever. Not uvicorn's default 5 s: a client
@@ -31,11 +34,14 @@ facing the network should still not hold connections nobody uses.
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from ._chunk_lines import ChunkLines
+from ._go_requests import BAD_REQUEST, UNSUPPORTED_TE, refusal
 from ._header_limits import IDLE_TIMEOUT, MAX_HEADER_BYTES, READ_HEADER_TIMEOUT, _HeaderLimits
 
 __all__ = [
@@ -47,15 +53,80 @@ __all__ = [
 ]
 
 
+# h11 reads `Content-Length: 4, 4` as 4 (and says so in the event); net/http refuses it.
+_LENGTH_LIST = re.compile(rb"(?im)^content-length[ \t]*:[^\r\n]*,")
+# An absolute-form target (`GET http://host/path`): net/http routes it by its path.
+_ABSOLUTE = re.compile(rb"[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*")
+
+
+class _CheckedConnection(h11.Connection):
+    """h11's connection, each request checked as net/http checks it before uvicorn reads it."""
+
+    def __init__(self, protocol: GoHeaderLimits, max_incomplete_event_size: int) -> None:
+        super().__init__(h11.SERVER, max_incomplete_event_size=max_incomplete_event_size)
+        self._protocol = protocol
+
+    def next_event(self) -> Any:
+        head = None
+        if self.their_state is h11.IDLE:
+            # The head as it came: h11's event holds the headers as h11 normalized them.
+            buffered = self._receive_buffer._data
+            end = buffered.find(b"\r\n\r\n")
+            head = bytes(buffered[:end]) if end >= 0 else None
+        try:
+            event = super().next_event()
+        except h11.RemoteProtocolError as exc:
+            if exc.error_status_hint == 501:  # h11 reads no coding but chunked, as net/http
+                self._protocol._answer = UNSUPPORTED_TE
+            raise
+        if isinstance(event, h11.Request):
+            return self._protocol._checked(event, head or b"")
+        return event
+
+
 class GoHeaderLimits(_HeaderLimits, H11Protocol):
-    """uvicorn's h11 protocol with net/http's header size limit and `ReadHeaderTimeout`."""
+    """uvicorn's h11 protocol, reading requests as net/http does (see `_header_limits`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._limits_init()
+        self.conn = _CheckedConnection(self, self.config.h11_max_incomplete_event_size or 0)
 
     def _reading_head(self) -> bool:
         return self.conn.their_state is h11.IDLE
+
+    def _holding(self) -> bool:
+        return self.conn.their_state in (h11.DONE, h11.MUST_CLOSE)
+
+    def _checked(self, event: h11.Request, head: bytes) -> h11.Request:
+        """`event` as net/http reads it, or h11's error after setting net/http's answer."""
+        headers = list(event.headers)
+        answer = refusal(event.http_version.decode(), event.method, event.target, headers)
+        if answer is None and _LENGTH_LIST.search(head):
+            answer = BAD_REQUEST
+        if answer is not None:
+            self._answer = answer
+            raise h11.RemoteProtocolError("refused as net/http refuses it")
+        if any(name == b"transfer-encoding" for name, _ in headers):
+            self._chunks = ChunkLines()  # refusal() let it through: it is `chunked`
+        absolute = _ABSOLUTE.match(event.target)
+        if absolute is None:
+            return event
+        path = event.target[absolute.end() :] or b"/"
+        return h11.Request(
+            method=event.method, target=path, headers=headers, http_version=event.http_version
+        )
+
+    def send_400_response(self, msg: str) -> None:
+        answer, self._answer = self._answer, None
+        if answer is None:
+            super().send_400_response(msg)  # what h11 refuses itself: uvicorn's 400
+        else:
+            self._answer_and_close(answer)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._replay()
 
 
 def _http_protocol() -> type[asyncio.Protocol]:
