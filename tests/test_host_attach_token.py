@@ -74,6 +74,47 @@ async def test_every_request_needs_the_shared_token_read_as_check_attach_token_r
     await host.aclose()
 
 
+# Go's strings.TrimSpace trims Unicode white space from UTF-8 text: a byte that is not UTF-8
+# (a lone 0xA0 or 0x85, which Python's latin-1 header text reads as NBSP or NEL) is no space
+# and stays, making the token wrong; NBSP, NEL or EM SPACE written as UTF-8 are spaces.
+@pytest.mark.parametrize(
+    ("around", "status"),
+    [
+        ((b"", b"\xa0"), 401),
+        ((b"", b"\x85"), 401),
+        ((b"\xa0", b""), 401),
+        ((b"", "\u00a0".encode()), 201),
+        ((b"", "\u0085".encode()), 201),
+        (("\u2003\u3000".encode(), "\u2003".encode()), 201),
+        ((b"\t \x0b\x0c", b" \t"), 201),
+        ((b"", b"\x1c"), 401),  # Python's str.strip() takes it for a space; Go does not
+        ((b"", "\u200b".encode()), 401),  # zero width space: not white space in Go either
+    ],
+    ids=["lone-a0", "lone-85", "lone-a0-before", "utf8-nbsp", "utf8-nel", "em-ideographic",
+         "ascii", "file-separator", "zero-width"],
+)
+async def test_the_bearer_token_is_trimmed_as_go_trims_utf_8_text(
+    shared: str, around: tuple[bytes, bytes], status: int
+) -> None:
+    """Pins `pkg/attach/auth.go` `extractBearer` (`strings.TrimSpace`) on the raw header
+    bytes; neither way lets a wrong token in, but code that passed against a host must
+    pass against a daemon (the host trimmed a lone 0xA0 and kept a UTF-8 NBSP)."""
+    host = AgentHost("agent", attach_token_env=VAR, session_rate_limit=None)
+    before, after = around
+    bearer = b"Bearer " + before + shared.encode() + after
+    async with client(host) as http:
+        answer = await http.post("/sessions", headers={**JSON, "Authorization": bearer})
+        per_caller = AgentHost("agent", tokens={shared: Identity("alice")})
+        async with httpx.AsyncClient(
+            transport=ASGITransport(per_caller.app), base_url="http://agent.test"
+        ) as other:
+            whoami = await other.get("/whoami", headers={"Authorization": bearer})
+        await per_caller.aclose()
+    assert answer.status_code == status, answer.text
+    assert whoami.status_code == (200 if status == 201 else 401), whoami.text  # extractToken
+    await host.aclose()
+
+
 async def test_a_hub_with_the_shared_token_refuses_its_registry_as_the_daemons_does(
     shared: str,
 ) -> None:

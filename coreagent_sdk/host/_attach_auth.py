@@ -29,21 +29,40 @@ from ._replies import _text
 __all__ = ["attach_refusal", "presented_token", "read_attach_token"]
 
 _BEARER = "Bearer "
+# Go's unicode.IsSpace, which strings.TrimSpace trims: Python's str.strip() also takes the
+# separators 0x1C-0x1F for spaces, and reads header bytes as latin-1, not UTF-8.
+_GO_SPACE = (
+    "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+
+
+def _go_trim_space(text: str) -> str:
+    """`strings.TrimSpace` of the header's bytes (`text` is them as latin-1, as ASGI gives).
+
+    Go reads the bytes as UTF-8: a byte that is not (a lone 0xA0) is no space and stays,
+    and a space written in UTF-8 (NBSP as 0xC2 0xA0) is trimmed.
+    """
+    utf8 = text.encode("latin-1").decode("utf-8", "surrogateescape")
+    return utf8.strip(_GO_SPACE).encode("utf-8", "surrogateescape").decode("latin-1")
 
 
 def presented_token(request: Request) -> str:
-    """The token a request presents (`extractToken`): "" when it presents none."""
+    """The token a request presents (`extractToken`): "" when it presents none.
+
+    Its bytes as latin-1 text, as the header arrived: compared with a token's bytes.
+    """
     side = request.headers.get("x-attach-token", "")
     if side:
         return side
     header = request.headers.get("authorization", "")
-    return header[len(_BEARER) :].strip() if header.startswith(_BEARER) else ""
+    return _go_trim_space(header[len(_BEARER) :]) if header.startswith(_BEARER) else ""
 
 
 def attach_refusal(request: Request, want: str) -> Response | None:
     """`checkAttachToken`: None when the request carries `want`, else the daemon's 401."""
     got = presented_token(request)
-    if got and hmac.compare_digest(got.encode(), want.encode()):
+    if got and hmac.compare_digest(got.encode("latin-1"), want.encode()):
         return None
     return _text(401, "unauthorized", {"WWW-Authenticate": 'Bearer realm="attach"'})
 
