@@ -226,6 +226,39 @@ def test_the_command_line_takes_the_tokens_variable_never_the_token(
     assert "--attach-token-env" in said and SHARED not in said
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--attach_token", SHARED],
+        ["--attach-tokens", SHARED],
+        [f"--attach-token{SHARED}"],
+        ["--", "--attach-token", SHARED],
+        [SHARED],
+        ["--port", "7", SHARED],
+    ],
+    ids=["underscore", "plural", "glued", "after-dashes", "bare", "among-others"],
+)
+def test_the_command_line_never_repeats_an_argument_it_does_not_know(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """argparse's "unrecognized arguments: ..." quoted them, a token typed into the wrong
+    option included; the refusal says how many and where to look, and never what."""
+    with pytest.raises(SystemExit) as refused:
+        main(["tests.host_agents:upper", *argv])
+    assert refused.value.code == 2
+    said = capsys.readouterr().err
+    assert SHARED not in said and SHARED[:8] not in said, said
+    assert "python -m coreagent_sdk.host: error: " in said and "--help" in said, said
+
+
+def test_the_command_line_still_names_a_known_options_bad_value(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["tests.host_agents:upper", "--port", "eighty"])
+    assert "argument --port: invalid int value: 'eighty'" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_the_command_line_serves_behind_the_shared_token() -> None:
     """`python -m coreagent_sdk.host ... --attach-token-env NAME`, as users run it."""
