@@ -288,8 +288,10 @@ def read_body_refused(text: bytes) -> bytes:
         (b"0" * 15 + b"11\r\n", b"http chunk length too large"),  # leading zeros count
         (b"1" * 19 + b"\r\n", b"http chunk length too large"),
         (b"11\n", b"chunked line ends with bare LF"),
+        (b"1z\r\n", b"invalid byte in chunk length"),
+        (b"-11\r\n", b"invalid byte in chunk length"),
     ],
-    ids=["4095", "4096", "100k", "16-digits", "17-digits", "19-digits", "bare-lf"],
+    ids=["4095", "4096", "100k", "16-digits", "17-digits", "19-digits", "bare-lf", "zz", "neg"],
 )
 async def test_a_chunk_line_is_read_as_net_https_chunked_reader_reads_it(
     served: Served, size_line: bytes, served_or_refused: bytes
