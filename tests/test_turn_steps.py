@@ -319,3 +319,27 @@ async def test_one_delegation_shows_opened_down_to_each_model_round_and_tool_cal
     with pytest.raises(KeyError, match=r"no call 999 in this tree \(its roots: \d+, \d+\)"):
         tree.delegation(999)
     await fleet.aclose()
+
+
+class FailingScripted(ScriptedModel):
+    """A scripted model whose rounds fail, as a misconfigured vendor model's do."""
+
+    async def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelReply:
+        raise RuntimeError("config_error")
+
+
+async def test_a_failed_model_round_is_named_as_the_models_replies_are_and_priced() -> None:
+    from coreagent_sdk import Price, PriceTable
+
+    fleet = Fleet()
+    fleet.add_peer("ok", behaviors.model(ScriptedModel(when().answer("hi"), name="m-1")))
+    fleet.add_peer("broken", behaviors.model(FailingScripted(name="m-1")))
+    tool = fleet.call_peer(timeout=10)
+    await tool.acall(peer="ok", prompt="go")
+    with pytest.raises(PeerTurnError):
+        await tool.acall(peer="broken", prompt="go")
+    by_peer = {r.peer: r for r in fleet.calls.records()}
+    assert by_peer["broken"].steps[0].name == by_peer["ok"].steps[0].name == "m-1"
+    usage = fleet.calls.usage(PriceTable({"m-1": Price(1.0, 2.0)}))
+    assert usage.cost_usd is not None and usage.cost_usd > 0
+    await fleet.aclose()

@@ -50,6 +50,12 @@ def _innermost(model: object) -> object:
     return model
 
 
+def _reply_name(model: object) -> str | None:
+    # A model with no configured id that names its replies itself (ScriptedModel(name=...)).
+    named = getattr(_innermost(model), "name", None)
+    return named if isinstance(named, str) and named else None
+
+
 def _arguments(call: ToolCall) -> str:
     return json.dumps(dict(call.arguments), ensure_ascii=False, default=str)
 
@@ -89,7 +95,9 @@ async def recorded_complete(
             turn,
             TurnStep(
                 "chat",
-                model_name(model),
+                # The name its replies would carry (a ScriptedModel's name), so a price table
+                # that prices the model's answered rounds prices its failed one too.
+                configured_name(model) or _reply_name(model) or model_name(model),
                 duration_ms=(time.perf_counter() - started) * 1000,
                 sent=_sent(messages),
                 error=f"{type(exc).__name__}: {exc}",
