@@ -20,7 +20,9 @@ matplotlib (the `jupyter` extra).
 from __future__ import annotations
 
 from ._budget import Budget
+from ._meta import ExperimentFileError
 from ._noisy import NoisyModel
+from ._plan import Plan
 from ._results import INTERVAL, Results
 from ._runner import ScenarioError, arun, run, run_trial
 from ._scenario import Case, Experiment, Outcome, Scenario, Scorer, Trial
@@ -38,10 +40,12 @@ __all__ = [
     "Budget",
     "Case",
     "Experiment",
+    "ExperimentFileError",
     "MaxDelegations",
     "MaxDepth",
     "NoisyModel",
     "Outcome",
+    "Plan",
     "Results",
     "Scenario",
     "ScenarioError",

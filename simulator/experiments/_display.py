@@ -33,6 +33,9 @@ def _e(value: object) -> str:
 def _headline(results: Results) -> str:
     passed = sum(1 for r in results.rows if r["passed"])
     parts = [f"{len(results)} trials", f"{passed} passed"]
+    costs = [r["cost"] for r in results.rows if r.get("cost") is not None]
+    if costs:
+        parts.append(f"${math.fsum(costs):.3g} spent")
     if results.skipped:
         parts.append(f"{results.skipped} already done")
     if results.stopped:
@@ -43,6 +46,13 @@ def _headline(results: Results) -> str:
 def results_text(results: Results) -> str:
     """``Results(300 trials, 241 passed, stopped: interrupted)``."""
     return f"Results({_headline(results)})"
+
+
+def _money(value: float | None) -> str:
+    # Simulated models cost millionths of a dollar a trial: significant digits, not cents.
+    if value is None or math.isnan(value):
+        return "n/a"
+    return f"{value:.3g}"
 
 
 def _pct(value: float) -> str:
@@ -68,11 +78,13 @@ def results_html(results: Results) -> str:
 
     rows = results.summary_rows() if results.rows else []
     names = results.params
+    priced = any(r.get("mean_cost") is not None for r in rows)
     head = "".join(f'<th style="{_CELL}">{_e(n)}</th>' for n in names)
     head += "".join(
         f'<th style="{_CELL}">{h}</th>'
-        for h in ("trials", "pass rate", "95% interval", "", "errors", "mean ms", "mean tokens")
-    )
+        for h in ("trials", "pass rate", "95% interval", "", "errors", "mean ms", "mean tokens",
+                  *(("mean cost ($)", "95% interval") if priced else ()))
+    )  # fmt: skip
     body = []
     for row in rows[:_SHOWN]:
         cells = "".join(f'<td style="{_CELL}">{_e(row[n])}</td>' for n in names)
@@ -85,6 +97,12 @@ def results_html(results: Results) -> str:
             f'<td style="{_CELL}">{row["mean_ms"]:.1f}</td>'
             f'<td style="{_CELL}">{row["mean_tokens"]:.0f}</td>'
         )
+        if priced:
+            cells += (
+                f'<td style="{_CELL}">{_money(row["mean_cost"])}</td>'
+                f'<td style="{_CELL}">{_money(row["mean_cost_low"])}&ndash;'
+                f'{_money(row["mean_cost_high"])}</td>'
+            )
         body.append(f"<tr>{cells}</tr>")
     more = (
         f'<div style="color:#57606a">+{len(rows) - _SHOWN} more settings: '
@@ -94,6 +112,7 @@ def results_html(results: Results) -> str:
     )
     return (
         f'<div style="{_BOX}"><div style="font-weight:600">Results: {_e(_headline(results))}'
-        f'</div><table style="border-collapse:collapse"><tr>{head}</tr>{"".join(body)}'
-        f'</table>{more}<div style="color:#57606a">intervals: {_e(INTERVAL)} (95%)</div></div>'
+        f'</div><div style="overflow-x:auto"><table style="border-collapse:collapse">'
+        f'<tr>{head}</tr>{"".join(body)}</table></div>{more}'
+        f'<div style="color:#57606a">intervals: {_e(INTERVAL)} (95%)</div></div>'
     )

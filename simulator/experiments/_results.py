@@ -14,6 +14,7 @@ with few cases, that treats the cases as a fixed set, not a sample.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -24,9 +25,10 @@ from typing import Any
 
 from coreagent_sdk import CallRecord, CallTree, TurnStep
 
-from . import _display
+from . import _display, _parquet
+from ._meta import order
 from ._scenario import RESERVED
-from ._stats import newcombe, pass_at_k, pass_hat_k, wilson
+from ._stats import mean_interval, newcombe, pass_at_k, pass_hat_k, wilson
 
 __all__ = ["INTERVAL", "Results"]
 
@@ -63,6 +65,12 @@ class Results:
             "budget: cost", "budget: wall time"), or None when it ran every trial.
         skipped: Trials the store already held, so this run did not run them.
         path: The SQLite file the rows are in, or None.
+        experiment: The record of the experiment the rows come from (scenario, entry,
+            cases, scorers, grid, k, seeds, package versions, a fingerprint of the
+            scenario's code), as the file keeps it; None for rows given by hand.
+
+    Rows are in the experiment's order: settings in the grid's order, then cases,
+    seeds and repetitions, whatever order the trials finished in.
     """
 
     def __init__(
@@ -72,11 +80,13 @@ class Results:
         stopped: str | None = None,
         skipped: int = 0,
         path: Path | None = None,
+        experiment: dict[str, Any] | None = None,
     ) -> None:
         self.rows = list(rows)
         self.stopped = stopped
         self.skipped = skipped
         self.path = path
+        self.experiment = experiment
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -87,24 +97,23 @@ class Results:
     @property
     def params(self) -> list[str]:
         """The parameter names of the grid, in its order."""
-        names: dict[str, None] = {}
-        for row in self.rows:
-            given = json.loads(row["params"])  # its keys sorted: the row's own are in grid order
-            for name in row:
-                if name in given:
-                    names.setdefault(name, None)
-        return list(names)
+        if self.experiment is not None:
+            return list(self.experiment["grid"])
+        given: set[str] = set()
+        for text in {row["params"] for row in self.rows}:  # a few settings, many rows
+            given.update(json.loads(text))
+        # The row's own keys are in grid order (the params text has them sorted).
+        columns = dict.fromkeys(itertools.chain.from_iterable(self.rows))
+        return [name for name in columns if name in given]
 
     @property
     def scores(self) -> list[str]:
         """The scorers' column names."""
+        if self.experiment is not None:
+            return list(self.experiment["scorers"])
         params = set(self.params)
-        names: dict[str, None] = {}
-        for row in self.rows:
-            for name in row:
-                if name not in RESERVED and name not in params:
-                    names.setdefault(name, None)
-        return list(names)
+        columns = dict.fromkeys(itertools.chain.from_iterable(self.rows))
+        return [name for name in columns if name not in RESERVED and name not in params]
 
     # Files
 
@@ -115,22 +124,15 @@ class Results:
         if not where.exists():
             raise FileNotFoundError(f"Results.load: no file at {str(where)!r}")
         if where.suffix.lower() == ".parquet":
-            frame = _pandas().read_parquet(where)
-            return cls(
-                [{k: _from_cell(v) for k, v in r.items()} for r in frame.to_dict("records")],
-                path=where,
-            )
+            return _parquet.read(cls, where)
+        from ._store import read_file
+
         db = sqlite3.connect(f"file:{where}?mode=ro", uri=True)
         try:
-            rows = [json.loads(t) for (t,) in db.execute("SELECT row FROM trials ORDER BY rowid")]
-        except sqlite3.DatabaseError as exc:
-            raise ValueError(
-                f"Results.load: {str(where)!r} is not a results file ({exc}); give the path a "
-                "run wrote, or a .parquet export"
-            ) from None
+            rows, record = read_file(where, db)
         finally:
             db.close()
-        return cls(rows, path=where)
+        return cls(order(record, rows), path=where, experiment=record)
 
     def to_pandas(self) -> Any:
         """The rows as a pandas DataFrame, one row per trial (needs the `experiments` extra)."""
@@ -138,18 +140,50 @@ class Results:
 
     def to_parquet(self, path: str | os.PathLike[str]) -> Path:
         """Write the rows to a Parquet file (pyarrow); `Results.load` reads it back."""
-        where = Path(path)
-        frame = self.to_pandas()
-        # Parameters may be lists: Parquet wants one type a column, so those go as JSON.
-        for name in frame.columns:
-            if frame[name].map(lambda v: isinstance(v, (list, dict))).any():
-                frame[name] = frame[name].map(_to_cell)
-        frame.to_parquet(where, index=False)
-        return where
+        return _parquet.write(self, Path(path))
 
-    def tree(self, index: int) -> CallTree:
-        """The call tree of row `index`: every call its trial's fleet carried."""
-        records = json.loads(self.rows[index]["tree"])
+    def row(self, key: int | Sequence[Any]) -> dict[str, Any]:
+        """The row at index `key`, or of the trial whose key is `key`.
+
+        A trial's key is (scenario, params, case, seed, repetition), as a row holds
+        it (``row["params"]`` is the setting's JSON text); a shorter tuple from its
+        start names a trial too when one row matches it.
+        """
+        if isinstance(key, bool) or not isinstance(key, (int, tuple, list)):
+            raise TypeError(
+                f"Results: give a row's index or a trial's key (scenario, params, case, seed, "
+                f"repetition), got {key!r}"
+            )
+        if isinstance(key, int):
+            if not -len(self.rows) <= key < len(self.rows):
+                raise IndexError(
+                    f"Results: no row {key} ({len(self.rows)} rows: 0 to {len(self.rows) - 1}); "
+                    "give an index in range, or a trial's key"
+                )
+            return self.rows[key]
+        wanted = tuple(key)
+        found = [r for r in self.rows if _key_of(r)[: len(wanted)] == wanted]
+        if len(found) != 1:
+            first = _key_of(self.rows[0]) if self.rows else None
+            raise KeyError(
+                f"Results: {'no' if not found else len(found)} trials with key {wanted!r}; a "
+                f"trial's key is (scenario, params, case, seed, repetition), say {first!r}"
+            )
+        return found[0]
+
+    def missing(self) -> list[tuple[str, str, str, int, int]]:
+        """The keys of the experiment's trials these rows lack (a stopped or partial run).
+
+        From the experiment's record (its grid, cases, k and seeds as the file keeps
+        them); rows given by hand, without one, lack nothing.
+        """
+        from ._plan import missing
+
+        return missing(self.experiment, self.rows)
+
+    def tree(self, key: int | Sequence[Any]) -> CallTree:
+        """The call tree of a row (by index or trial key): every call its trial's fleet carried."""
+        records = json.loads(self.row(key)["tree"])
         return CallTree(
             tuple(
                 CallRecord(**{**r, "steps": tuple(TurnStep(**s) for s in r.get("steps") or ())})
@@ -183,30 +217,53 @@ class Results:
     ) -> list[dict[str, Any]]:
         """`summary` as a list of dicts (no pandas needed)."""
         names = self._by(by)
+        scores = [s for s in self.scores if s not in names]
         out = []
         for setting, rows in self._groups(names).items():
             n = len(rows)
             passes = sum(1 for r in rows if r["passed"])
             low, high = wilson(passes, n, confidence)
-            costs = [r["cost"] for r in rows if r.get("cost") is not None]
-            out.append(
-                {
-                    **dict(zip(names, setting, strict=True)),
-                    "trials": n,
-                    "passed": passes,
-                    "pass_rate": passes / n,
-                    "low": low,
-                    "high": high,
-                    "errors": sum(1 for r in rows if r.get("error_kind")),
-                    "mean_ms": sum(r["duration_ms"] for r in rows) / n,
-                    "mean_tokens": sum(r["tokens_in"] + r["tokens_out"] for r in rows) / n,
-                    "mean_cost": sum(costs) / len(costs) if costs else None,
-                }
-            )
+            summary: dict[str, Any] = {
+                **dict(zip(names, setting, strict=True)),
+                "trials": n,
+                "passed": passes,
+                "pass_rate": passes / n,
+                "low": low,
+                "high": high,
+                "errors": sum(1 for r in rows if r.get("error_kind")),
+            }
+            # Each metric's mean with its t interval; each scorer's (a check's rate
+            # with Wilson's), so a summary answers "what did it cost" as it does "how often".
+            for column, values in (
+                ("mean_ms", [r["duration_ms"] for r in rows]),
+                ("mean_tokens", [r["tokens_in"] + r["tokens_out"] for r in rows]),
+                ("mean_cost", [r["cost"] for r in rows if r.get("cost") is not None]),
+            ):
+                mean, m_low, m_high = mean_interval(values, confidence) if values else (
+                    None, None, None
+                )  # fmt: skip
+                summary.update({column: mean, f"{column}_low": m_low, f"{column}_high": m_high})
+            for score in scores:
+                values = [r[score] for r in rows if r.get(score) is not None]
+                if values and all(isinstance(v, bool) for v in values):
+                    hits = sum(1 for v in values if v)
+                    mean = hits / len(values)
+                    m_low, m_high = wilson(hits, len(values), confidence)
+                elif values:
+                    mean, m_low, m_high = mean_interval([float(v) for v in values], confidence)
+                else:
+                    mean = m_low = m_high = None
+                summary.update({f"mean_{score}": mean, f"mean_{score}_low": m_low,
+                                f"mean_{score}_high": m_high})  # fmt: skip
+            out.append(summary)
         return out
 
     def summary(self, by: str | Sequence[str] | None = None, confidence: float = 0.95) -> Any:
         """Pass rate per setting with its Wilson interval (``low``, ``high``), errors, means.
+
+        Each mean (``mean_ms``, ``mean_tokens``, ``mean_cost``, and ``mean_<scorer>``
+        for every scorer: a check's rate, a metric's mean) comes with its interval
+        (``..._low``, ``..._high``: t for numbers, Wilson for checks) at `confidence`.
 
         ``by`` names the parameters to group by (default: all of them: one row per setting).
         """
@@ -252,55 +309,65 @@ class Results:
         return _pandas().DataFrame.from_records(self.pass_k_rows(k, by))
 
     def compare_rows(
-        self, by: str, baseline: Any = None, confidence: float = 0.95
+        self,
+        by: str,
+        baseline: Any = None,
+        confidence: float = 0.95,
+        metric: str = "passed",
+        paired: bool | None = None,
+        correction: str | None = None,
     ) -> list[dict[str, Any]]:
         """`compare` as a list of dicts (no pandas needed)."""
+        from ._compare import check_metric, compare_rows, metric_values
+
         names = self._by(by)
         groups = self._groups(names)
         if not groups:
             return []
+        check_metric(metric, self.scores, metric_values(self.rows, metric))
         keys = list(groups)
-        base = (baseline,) if baseline is not None else keys[0]
+        base = (_hashable(baseline),) if baseline is not None else keys[0]
         if base not in groups:
             raise KeyError(
                 f"Results.compare: no trials with {by}={baseline!r} (values: "
                 f"{', '.join(repr(k[0]) for k in keys)})"
             )
-        base_rows = groups[base]
-        base_n, base_pass = len(base_rows), sum(1 for r in base_rows if r["passed"])
-        out = []
-        for key in keys:
-            rows = groups[key]
-            n, passes = len(rows), sum(1 for r in rows if r["passed"])
-            low, high = wilson(passes, n, confidence)
-            diff, d_low, d_high = newcombe(base_pass, base_n, passes, n, confidence)
-            verdict = "baseline" if key == base else (
-                "better" if d_low > 0 else "worse" if d_high < 0 else "no clear difference"
-            )  # fmt: skip
-            out.append(
-                {
-                    by: key[0],
-                    "trials": n,
-                    "pass_rate": passes / n,
-                    "low": low,
-                    "high": high,
-                    "diff": diff,
-                    "diff_low": d_low,
-                    "diff_high": d_high,
-                    "vs_baseline": verdict,
-                }
-            )
-        return out
+        others = [p for p in self.params if p != by]
+        return compare_rows(groups, by, others, base, metric, confidence, paired, correction)
 
-    def compare(self, by: str, baseline: Any = None, confidence: float = 0.95) -> Any:
-        """Each value of parameter `by` against a baseline (default: the first value).
+    def compare(
+        self,
+        by: str,
+        baseline: Any = None,
+        confidence: float = 0.95,
+        metric: str = "passed",
+        paired: bool | None = None,
+        correction: str | None = None,
+    ) -> Any:
+        """Each value of parameter `by` against a baseline (default: the grid's first value).
 
-        Trials are pooled over the other parameters and the cases. ``diff`` is
-        the value's pass rate minus the baseline's, with Newcombe's hybrid
-        score interval (``diff_low``, ``diff_high``); ``vs_baseline`` says
-        "better" or "worse" only when the interval excludes 0.
+        Args:
+            by: The parameter whose values are compared.
+            baseline: The value the others are compared with.
+            confidence: Of every interval (shown in the ``confidence`` column).
+            metric: ``"passed"`` (default), a pass/fail scorer, ``"cost"``, ``"tokens"``,
+                ``"duration_ms"`` or any numeric scorer.
+            paired: None (default): paired by case when both settings were asked the
+                same cases and repetitions (then each case is compared with itself),
+                independent otherwise; True insists on pairing, False never pairs.
+            correction: None, ``"holm"`` or ``"bonferroni"``: for comparing many values
+                with one baseline (adjusted ``p_value``; intervals at ``diff_confidence``).
+
+        ``mean`` (``pass_rate`` for ``passed``) is each value's, with its interval
+        (Wilson for pass/fail, t for numbers: ``low``, ``high``); ``diff`` is the value's
+        minus the baseline's with its interval (``diff_low``, ``diff_high``) and
+        ``p_value``; ``method`` says how (paired by case, or independent);
+        ``vs_baseline`` says "better"/"worse" (or "higher"/"lower" for a number) only
+        when the interval excludes 0.
         """
-        return _pandas().DataFrame.from_records(self.compare_rows(by, baseline, confidence))
+        return _pandas().DataFrame.from_records(
+            self.compare_rows(by, baseline, confidence, metric, paired, correction)
+        )
 
     def confusion_rows(self) -> dict[str, dict[str, int]]:
         """`confusion` as {expected peer: {asked peer: trials}} (no pandas needed)."""
@@ -408,13 +475,5 @@ class Results:
         return cost_vs_accuracy(self, by, ax)
 
 
-def _to_cell(value: Any) -> Any:
-    return json.dumps(value) if isinstance(value, (list, dict)) else value
-
-
-def _from_cell(value: Any) -> Any:
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if hasattr(value, "item"):  # numpy scalars back to Python values
-        return value.item()
-    return value
+def _key_of(row: dict[str, Any]) -> tuple[Any, ...]:
+    return (row["scenario"], row["params"], row["case"], row["seed"], row["repetition"])

@@ -38,9 +38,10 @@ from typing import Any
 import attrs
 
 from coreagent_sdk import FakeClock
-from coreagent_sdk.errors import CallPeerError, PeerTurnError
+from coreagent_sdk.errors import CallPeerError, CoreAgentError, PeerTurnError
 
 from ._budget import Budget, Tally
+from ._meta import describe, order
 from ._results import Results
 from ._scenario import Experiment, Outcome, Scenario, Trial, params_text
 from ._store import open_store
@@ -51,8 +52,16 @@ _MAX_ANSWER = 4000  # characters of an answer kept in the table
 _MAX_ERROR = 500
 
 
-class ScenarioError(Exception):
-    """A scenario's own code failed (its build or a scorer), or it cannot reach the workers."""
+class ScenarioError(CoreAgentError):
+    """A scenario's own code failed (its build or a scorer), or it cannot reach the workers.
+
+    In IPython it shows as the cell's frames and the message, not the run's
+    machinery (as every `CoreAgentError` does); the cause stays on ``__cause__``.
+    """
+
+
+_UNPRICED = "_unpriced"  # a row's note to the run: its trial used a model the table lacks
+_HUB = "hub"  # the fleet's own hub daemon: no peer of a scenario's
 
 
 def _cut(text: str | None, most: int) -> str | None:
@@ -95,10 +104,35 @@ async def _built(scenario: Scenario, trial: Trial) -> Any:
     return made
 
 
-async def run_trial(scenario: Scenario, trial: Trial) -> Outcome:
-    """Build the trial's fleet, ask its case, read the outcome, close the fleet."""
+def _check_peers(scenario: Scenario, fleet: Any) -> None:
+    peers = sorted(n for n in fleet.daemons if n != _HUB)
+    named = [("entry", scenario.entry)]
+    for case in scenario.cases:
+        if case.entry is not None:
+            named.append((f"case {case.name!r}'s entry", case.entry))
+        if case.expected_peer is not None:
+            named.append((f"case {case.name!r}'s expected_peer", case.expected_peer))
+    wrong = [(what, name) for what, name in named if name not in peers]
+    if wrong:
+        said = "; ".join(f"{what} {name!r}" for what, name in wrong)
+        raise ScenarioError(
+            f"experiments: {scenario.name!r} names peers its first trial's fleet does not have "
+            f"({said}; the fleet has: {', '.join(map(repr, peers)) or 'no peers'}); fix the "
+            "names in the Scenario or its Cases. No other trial was run."
+        )
+
+
+async def run_trial(scenario: Scenario, trial: Trial, *, check_peers: bool = False) -> Outcome:
+    """Build the trial's fleet, ask its case, read the outcome, close the fleet.
+
+    ``check_peers``: first check that the fleet has the scenario's entry peer and every
+    case's ``entry`` and ``expected_peer`` (a run does so on its first trial), raising
+    `ScenarioError` naming the missing ones instead of asking.
+    """
     fleet = await _built(scenario, trial)
     try:
+        if check_peers:
+            _check_peers(scenario, fleet)
         options = dict(scenario.call_options(trial.params)) if scenario.call_options else {}
         options.setdefault("timeout", scenario.timeout)
         tool = fleet.call_peer(**options)
@@ -124,19 +158,37 @@ async def run_trial(scenario: Scenario, trial: Trial) -> Outcome:
     tokens_in = sum(i for i, _ in used.values())
     tokens_out = sum(o for _, o in used.values())
     # Priced per model round by the model that made it (the record's steps), as the call
-    # records' own usage is: a peer that ran no model costs nothing.
-    cost = tree.usage(scenario.prices).cost_usd if scenario.prices is not None else None
+    # records' own usage is: a peer that ran no model costs nothing. A model the table
+    # lacks is said (the run stops on it), never a KeyError thrown through the run.
+    cost: float | None = None
+    unpriced: str | None = None
+    if scenario.prices is not None:
+        try:
+            cost = tree.usage(scenario.prices).cost_usd
+        except KeyError as exc:
+            unpriced = str(exc.args[0]) if exc.args else str(exc)
     return Outcome(
         trial, answer, kind, _cut(error, _MAX_ERROR), tree, duration_ms,
-        tokens_in, tokens_out, cost, truncated,
+        tokens_in, tokens_out, cost, truncated, unpriced,
     )  # fmt: skip
+
+
+def _plain(value: Any) -> Any:
+    # numpy's scalars (np.bool_, np.int64, np.float64) are what a scorer computing with
+    # numpy returns; .item() gives the Python value, which JSON and the checks know.
+    if not isinstance(value, (bool, int, float)) and hasattr(value, "item"):
+        try:
+            return value.item()
+        except (TypeError, ValueError):
+            return value
+    return value
 
 
 def _score(scenario: Scenario, outcome: Outcome) -> dict[str, Any]:
     scores: dict[str, Any] = {}
     for name, scorer in scenario.scorers.items():
         try:
-            value = scorer(outcome)
+            value = _plain(scorer(outcome))
         except Exception as exc:
             raise ScenarioError(
                 f"experiments: scorer {name!r} raised {type(exc).__name__}: {exc} "
@@ -193,6 +245,7 @@ def row_of(scenario: Scenario, outcome: Outcome) -> dict[str, Any]:
         "asked": asked[0] if asked else None,
         "expected_peer": trial.case.expected_peer,
         "tree": json.dumps([attrs.asdict(r) for r in outcome.tree.records]),
+        **({_UNPRICED: outcome.unpriced} if outcome.unpriced is not None else {}),
     }
 
 
@@ -203,28 +256,36 @@ def _trial(scenario: Scenario, spec: tuple[Any, ...], recordings: Path | None) -
     return Trial(scenario.name, params, case, repetition, seed, clock, recordings)
 
 
-async def _row(scenario: Scenario, trial: Trial) -> dict[str, Any]:
-    return row_of(scenario, await run_trial(scenario, trial))
+async def _row(scenario: Scenario, trial: Trial, first: bool = False) -> dict[str, Any]:
+    return row_of(scenario, await run_trial(scenario, trial, check_peers=first))
 
 
 async def _chunk_async(
-    scenario: Scenario, specs: list[tuple[Any, ...]], concurrency: int, recordings: Path | None
+    scenario: Scenario,
+    specs: list[tuple[Any, ...]],
+    concurrency: int,
+    recordings: Path | None,
+    first: bool,
 ) -> list[dict[str, Any]]:
     slots = asyncio.Semaphore(concurrency)
 
     async def one(spec: tuple[Any, ...]) -> dict[str, Any]:
         async with slots:
-            return await _row(scenario, _trial(scenario, spec, recordings))
+            return await _row(scenario, _trial(scenario, spec, recordings), first)
 
     return list(await asyncio.gather(*(one(s) for s in specs)))
 
 
 def run_chunk(
-    scenario: Scenario, specs: list[tuple[Any, ...]], concurrency: int, recordings: str | None
+    scenario: Scenario,
+    specs: list[tuple[Any, ...]],
+    concurrency: int,
+    recordings: str | None,
+    first: bool = False,
 ) -> list[dict[str, Any]]:
     """Run some trials in a worker (an event loop of its own) and return their rows."""
     where = Path(recordings) if recordings else None
-    return asyncio.run(_chunk_async(scenario, specs, concurrency, where))
+    return asyncio.run(_chunk_async(scenario, specs, concurrency, where, first))
 
 
 def probe(scenario: Scenario) -> str:
@@ -315,10 +376,17 @@ async def _run(
             "experiments: Budget(cost=...) needs the scenario's prices "
             "(Scenario(..., prices=PriceTable({...}))) to count dollars"
         )
-    if opts.executor is not None:
-        await _probe(opts.executor, scenario)
-    store = open_store(path)
+    # The file first: one that is not this experiment's is refused before a worker is
+    # asked or a trial paid for.
+    store = open_store(path, describe(experiment))
+    try:
+        if opts.executor is not None:
+            await _probe(opts.executor, scenario)
+    except BaseException:
+        store.close()
+        raise
     event = stop.bind()
+    unpriced: list[str] = []
     tally = Tally(opts.budget)
     done = store.keys()
     skipped = sum(1 for t in experiment.trials() if t.key in done)
@@ -329,6 +397,13 @@ async def _run(
     )
 
     def arrived(row: dict[str, Any]) -> None:
+        missing = row.pop(_UNPRICED, None)
+        if missing is not None:
+            # Not stored: a row without its cost would be skipped, wrong, by every rerun.
+            # The run stops as a budget does (the trials running finish and are kept).
+            unpriced.append(f"{missing} (trial {row_key_text(row)})")
+            stop.stop("unpriced model")
+            return
         store.add(row)
         tally.add(row)
         if bar is not None:
@@ -348,10 +423,21 @@ async def _run(
             if stop.reason:
                 bar.set_postfix(failed=tally.failures, stopped=stop.reason, refresh=False)
             bar.close()
-        rows = list(store.rows())
-        where = store.path
+        rows = order(store.record, store.rows())
+        where, record = store.path, store.record
         store.close()
-    return Results(rows, stopped=stop.reason, skipped=skipped, path=where)
+    if unpriced:
+        raise ScenarioError(
+            f"experiments: {scenario.name!r}'s price table lacks a model its trials used: "
+            f"{unpriced[0]}. The run stopped; the {len(rows)} trials done are kept"
+            + (f" in {str(where)!r}" if where else "")
+            + ": add the model to Scenario(prices=...) and run again"
+        )
+    return Results(rows, stopped=stop.reason, skipped=skipped, path=where, experiment=record)
+
+
+def row_key_text(row: dict[str, Any]) -> str:
+    return f"{row['params']}, case {row['case']!r}, repetition {row['repetition']}"
 
 
 def _wait_timeout(deadline: float | None) -> float | None:
@@ -377,9 +463,14 @@ async def _drive(
     inflight: set[asyncio.Future[Any]] = set()
     stopped: asyncio.Future[Any] = asyncio.ensure_future(event.wait())
     exhausted = False
+    # The first unit runs alone: it checks the scenario's peers against a real fleet and
+    # prices a real trial, so a typo or a missing price stops the run after one trial.
+    piloted = False
     try:
         while True:
-            while not exhausted and stop.reason is None and len(inflight) < most:
+            while (
+                not exhausted and stop.reason is None and len(inflight) < (most if piloted else 1)
+            ):
                 start = next(starts, None)
                 if start is None:
                     exhausted = True
@@ -397,6 +488,7 @@ async def _drive(
                 if done is stopped:
                     continue
                 inflight.discard(done)
+                piloted = True
                 deliver(done.result())  # a ScenarioError propagates: the run stops
             if deadline is not None and time.monotonic() >= deadline:
                 stop.stop("budget: wall time")
@@ -420,12 +512,14 @@ async def _in_process(
     arrived: Callable[[dict[str, Any]], None],
 ) -> None:
     def starts() -> Iterator[Callable[[], asyncio.Future[Any]]]:
+        first = True
         for trial in todo:
             if scenario.fake_clock:
                 trial = attrs.evolve(trial, clock=FakeClock())
             if opts.recordings is not None:
                 trial = attrs.evolve(trial, recordings=opts.recordings)
-            yield functools.partial(asyncio.ensure_future, _row(scenario, trial))
+            yield functools.partial(asyncio.ensure_future, _row(scenario, trial, first))
+            first = False
 
     await _drive(starts(), opts.concurrency, _Pace(opts.rate), stop, event, deadline, arrived)
 
@@ -476,14 +570,19 @@ async def _on_executor(
     per_chunk = min(opts.concurrency, opts.chunk_size)
     recordings = str(opts.recordings) if opts.recordings is not None else None
 
-    def submit(chunk: list[tuple[Any, ...]]) -> asyncio.Future[Any]:
+    def submit(chunk: list[tuple[Any, ...]], first: bool) -> asyncio.Future[Any]:
         return asyncio.wrap_future(
-            executor.submit(run_chunk, scenario, chunk, per_chunk, recordings)
+            executor.submit(run_chunk, scenario, chunk, per_chunk, recordings, first)
         )
 
     def starts() -> Iterator[Callable[[], asyncio.Future[Any]]]:
+        # The first trial goes alone (see _drive), the rest in chunks.
+        pilot = next(_chunks(todo, 1), None)
+        if pilot is None:
+            return
+        yield functools.partial(submit, pilot, True)
         for chunk in _chunks(todo, opts.chunk_size):
-            yield functools.partial(submit, chunk)
+            yield functools.partial(submit, chunk, False)
 
     def deliver(rows: list[dict[str, Any]]) -> None:
         for row in rows:

@@ -153,6 +153,8 @@ class Outcome:
         tokens_out: Output tokens, together.
         cost: Dollars by the scenario's price table, or None without one.
         truncated: Whether the entry's answer was cut at the caller's byte cap.
+        unpriced: The price table's message when a model the trial used has no price
+            (then ``cost`` is None and the run stops), else None.
     """
 
     trial: Trial
@@ -165,6 +167,7 @@ class Outcome:
     tokens_out: int = 0
     cost: float | None = None
     truncated: bool = False
+    unpriced: str | None = None
 
     @property
     def case(self) -> Case:
@@ -368,6 +371,15 @@ class Experiment:
                 for repetition in range(self.k):
                     seed = trial_seed(self.seed, name, text, case.name, repetition)
                     yield Trial(name, params, case, repetition, seed)
+
+    def plan(self, path: str | os.PathLike[str] | None = None) -> Any:
+        """What `run(path)` would do, without running anything: see `Plan`.
+
+        The file is checked as a run checks it (another experiment's file is refused).
+        """
+        from ._plan import plan
+
+        return plan(self, path)
 
     def run(self, path: str | os.PathLike[str] | None = None, **options: Any) -> Any:
         """Run the trials not yet in `path`; see `simulator.experiments.run` for the options."""
