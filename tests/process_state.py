@@ -63,10 +63,10 @@ def _logger_state(logger: logging.Logger) -> tuple[Any, ...]:
     )
 
 
-# Configured by uvicorn whenever a server is made (AgentHost.serve() lets its default
-# dictConfig and log_level set them; Fleet.serve()'s access_log=False turns propagation off),
-# the same way each time: known, and left out. The level WARNING a host's config sets is
-# also what keeps its access lines, which quote URLs, out of the logs.
+# Configured by uvicorn whenever some servers are made (Fleet.serve()'s access_log=False
+# empties uvicorn.access and turns its propagation off; the tests' own loopback servers take
+# uvicorn's default dictConfig), the same way each time: known, and left out. A host's own
+# servers touch none of them and log no request line (host/_server_logs.py; its test).
 # nbconvert's application (a traitlets Application) configures its own logger likewise, and
 # lark gives its own a handler and the level CRITICAL when first imported (by jsonschema,
 # under nbformat, which a test may be the first to import).

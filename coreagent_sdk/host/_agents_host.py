@@ -374,6 +374,7 @@ class MultiAgentHost:
         import uvicorn
 
         from ._limits import uvicorn_options
+        from ._server_logs import quiet_server_options
 
         if not 0 <= grace <= _MAX_GRACE:
             raise ValueError(
@@ -399,9 +400,10 @@ class MultiAgentHost:
                 self._dispatch,
                 interface="asgi3",  # a bound method: uvicorn's guess would be ASGI 2
                 lifespan="off",
-                log_level="warning",
                 timeout_graceful_shutdown=int(_CLOSE_TIMEOUT) or 1,
-                **uvicorn_options(),  # the daemon's header limits; idle connections kept 30 s
+                # The daemon's header limits; idle connections kept 30 s; no access log, and the
+                # process's loggers left as their user set them (see _server_logs).
+                **quiet_server_options(uvicorn_options()),
             )
             server = _server_class()(config)
             self._stop = asyncio.Event()
