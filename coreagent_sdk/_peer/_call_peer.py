@@ -76,6 +76,7 @@ from ..errors import (
 )
 from ..jupyter import reenters, run_sync
 from . import _hops, _read_back
+from ._chunks import chunk_sink
 from ._directory import Directory, HubDirectory, Peer, lookup_peer, read_token
 from ._loop_thread import LoopThread
 from ._read_back import DEFAULT_READ_BACK_BYTES
@@ -853,6 +854,9 @@ class CallPeer:
             if kind is AgentFrame:
                 event: AgentEvent = frame.event  # type: ignore[union-attr]
                 if event.partial:
+                    sink = chunk_sink.get()
+                    if sink is not None and event.text:
+                        await sink(scrub(event.text))  # a bridge's progress (see _chunks)
                     continue
                 # A peer may echo the caller's token; it must not reach the model.
                 text = scrub(event.text)
