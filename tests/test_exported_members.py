@@ -8,6 +8,7 @@ import pathlib
 import coreagent_sdk
 import coreagent_sdk.errors
 import coreagent_sdk.host
+import coreagent_sdk.mcp
 import coreagent_sdk.models
 import simulator
 import simulator.behaviors
@@ -257,6 +258,39 @@ def test_the_simulator_exports_fleet_and_behaviors() -> None:
         "slow",
         "stream",
     }
+
+
+# coreagent_sdk.mcp: agents and fleets served as MCP servers (the serving half).
+MCP_SERVING = {
+    "DEFAULT_CARD_TIMEOUT",
+    "DEFAULT_MAX_SERVED_TOOLS",
+    "DEFAULT_POLL_INTERVAL",
+    "MAX_CHUNK_CHARS",
+    "REQUEST_SCHEMA",
+    "RESULT_SCHEMA",
+    "AgentMCPServer",
+    "FleetMCPServer",
+    "ServedTool",
+}
+
+
+def test_the_mcp_package_exports_exactly_both_halves_pinned_names() -> None:
+    assert set(coreagent_sdk.mcp.__all__) == MCP | MCP_SERVING
+    for name in MCP_SERVING:
+        assert hasattr(coreagent_sdk.mcp, name), name
+
+
+def test_a_plain_import_of_the_sdk_or_its_mcp_package_does_not_import_the_mcp_sdk() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, coreagent_sdk; a = 'mcp' in sys.modules; import coreagent_sdk.mcp; "
+        "b = 'mcp' in sys.modules; coreagent_sdk.mcp.AgentMCPServer; "
+        "print(a, b, 'mcp' in sys.modules)"
+    )
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert shown.stdout.split() == ["False", "False", "True"]
 
 
 def test_the_sdk_never_imports_the_simulator() -> None:

@@ -1,0 +1,151 @@
+"""A served fleet or agent over Streamable HTTP: the SDK's app, behind a bearer token.
+
+The token is read once, from the environment variable the operator names (as a
+daemon's `--attach-token=<ENVVAR>`: never an argument, so never in `ps`), and
+checked by the host's rules (`X-Attach-Token` decides alone when sent, else
+`Authorization: Bearer` exactly so written) in constant time. A request
+without it is refused with one line, `401 unauthorized`, that never repeats
+what it sent. Without a token the server listens on loopback only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import ipaddress
+import logging
+import os
+import socket
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Mount
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .._attach._token import checked_token
+from ..errors import TokenUnsetError
+from ..host._attach_auth import presented_token
+
+if TYPE_CHECKING:
+    from ._serve_server import ServedTools
+
+__all__ = ["BearerGuard", "http_app", "read_serve_token", "serving_http"]
+
+DEFAULT_PATH = "/mcp"
+_log = logging.getLogger("coreagent_sdk.mcp")
+
+
+def read_serve_token(env: str) -> str:
+    """The token held in `env` (registered with the scrubber); TokenUnsetError when unset."""
+    if not isinstance(env, str) or not env.strip():
+        raise ValueError(f"mcp: token_env must name an environment variable, got {env!r}")
+    token = checked_token(os.environ.get(env, ""), f"${env}", "mcp")
+    if token is None:
+        raise TokenUnsetError(
+            f"mcp: token_env names ${env}, which is unset or empty; export {env}=<token> "
+            "before serving, or drop token_env to serve on loopback without a token"
+        )
+    return token
+
+
+class BearerGuard:
+    """Refuses every HTTP request that does not present the token (`401 unauthorized`)."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self._app = app
+        self._want = token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            got = presented_token(Request(scope)).encode()
+            if not (got and hmac.compare_digest(got, self._want)):
+                client = scope.get("client") or ("?", 0)
+                _log.warning(
+                    "mcp: refused %s %s from %s: %s",
+                    scope.get("method", "?"),
+                    scope.get("path", "?"),
+                    client[0],
+                    "a wrong token" if got else "no token",
+                )
+                response = PlainTextResponse(
+                    "unauthorized\n", 401, headers={"WWW-Authenticate": 'Bearer realm="mcp"'}
+                )
+                await response(scope, receive, send)
+                return
+        await self._app(scope, receive, send)
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def http_app(
+    served: ServedTools, *, token_env: str | None, path: str, host: str
+) -> Starlette:
+    token = read_serve_token(token_env) if token_env is not None else None
+    inner = served.server.streamable_http_app(streamable_http_path=path, host=host)
+    manager = served.server.session_manager
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with served, manager.run():
+            yield
+
+    app: ASGIApp = inner if token is None else BearerGuard(inner, token)
+    return Starlette(routes=[Mount("/", app=app)], lifespan=lifespan)
+
+
+def _server_class() -> Any:
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        # Whoever runs the server owns the process's signals (the CLI, a test, an app).
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    return uvicorn, _Server
+
+
+@contextlib.asynccontextmanager
+async def serving_http(
+    served: ServedTools, *, host: str, port: int, token_env: str | None, path: str
+) -> AsyncIterator[str]:
+    """Serve on `host:port` (0: a free port) while the block runs; yields the MCP URL."""
+    if token_env is None and not _loopback(host):
+        raise ValueError(
+            f"mcp: serving on {host!r} without a token would let anyone who reaches it call "
+            "the fleet; pass token_env= (a bearer token in an environment variable), or serve "
+            "on 127.0.0.1"
+        )
+    app = http_app(served, token_env=token_env, path=path, host=host)
+    uvicorn, server_class = _server_class()
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+    server = server_class(config)
+    task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            if task.done():
+                task.result()  # raises what stopped it
+                raise RuntimeError("mcp: the HTTP server stopped before it started")
+            await asyncio.sleep(0.005)
+        shown = f"[{host}]" if ":" in host else host
+        yield f"http://{shown}:{sock.getsockname()[1]}{path}"
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        sock.close()
