@@ -212,6 +212,7 @@ class Fleet:
         # 10,000-peer fleet most of its rate.
         self.store = SharedStore()
         self._store_keys: dict[str, int] = {}  # daemons made under each name so far
+        self._retiring: set[asyncio.Task[None]] = set()  # removed daemons being closed
         self.daemons: dict[str, Daemon] = {}
         self._faults: dict[str, Faults] = {}
         self.raise_behavior_errors = bool(raise_behavior_errors)
@@ -285,16 +286,31 @@ class Fleet:
         options.setdefault("propagate_trace", False)
         # A peer removed and added again is a new daemon: it starts with no sessions, as one
         # with a store of its own did, so each daemon made under a name has a key of its own.
-        made = self._store_keys[name] = self._store_keys.get(name, 0) + 1
-        key = name if made == 1 else f"{name}#{made}"
+        self._store_keys[name] = self._store_keys.get(name, 0) + 1
         return Daemon(
             name,
             stream_hook=faults,
             middleware=faults.wrap,
             store=self.store,
-            store_key=key,
+            store_key=self._store_key(name),
             **options,
         )
+
+    def _store_key(self, name: str) -> str:
+        """The store key of the newest daemon made under `name`."""
+        made = self._store_keys[name]
+        return name if made == 1 else f"{name}#{made}"
+
+    def _forget(self, key: str) -> None:
+        """Delete a removed daemon's rows from the fleet's store (a failure is only logged)."""
+        try:
+            self.store.forget(key)
+        except Exception as exc:  # a disk that fails here fails the next write too, loudly
+            _log.warning("simulator: the removed daemon's sessions stay in the store: %s", exc)
+
+    async def _retire(self, daemon: Daemon, key: str) -> None:
+        await daemon.aclose()
+        self._forget(key)  # what its turns wrote while it closed
 
     def _behavior_failed(self, name: str, exc: Exception) -> None:
         if hasattr(exc, "add_note"):  # Python 3.11+: say where it happened, under the traceback
@@ -495,6 +511,14 @@ class Fleet:
         daemon = self.daemons.pop(name)
         self.transport.unmount(f"{name}.{self.domain}")
         _cancel(daemon)
+        # Its sessions leave the fleet's one store with it: the key is never used again (a
+        # peer added under the name is a new daemon with a key of its own).
+        key = self._store_key(name)
+        self._forget(key)
+        with contextlib.suppress(RuntimeError):  # no running loop: nothing of it still runs
+            task = asyncio.get_running_loop().create_task(self._retire(daemon, key))
+            self._retiring.add(task)
+            task.add_done_callback(self._retiring.discard)
 
     def directory(
         self,
@@ -565,6 +589,7 @@ class Fleet:
             await tool.aclose()
         if self._served is not None:
             await self._served.aclose()
+        await asyncio.gather(*self._retiring, return_exceptions=True)
         for daemon in self.daemons.values():
             await daemon.aclose()
         await self.store.aclose()  # after every daemon wrote its sessions
@@ -582,7 +607,9 @@ class Fleet:
         A fleet served on a loop that is idle now is closed there in full, as `aclose`
         does. A loop torn down with the fleet still served (pytest-asyncio closes an
         async test's loop before a sync fixture's teardown) has stopped its servers as
-        it cancelled them; their listening sockets are closed here in any case.
+        it cancelled them; their listening sockets are closed here in any case. The
+        fleet's store (`fleet.store`) is closed here too, its file removed, what this
+        thread's loop queued committed first.
         """
         self._close()
         self.check_behaviors()
@@ -604,6 +631,7 @@ class Fleet:
                 sock.close()
         for daemon in self.daemons.values():
             _cancel(daemon)
+        self.store.close()  # not left to a finalizer: its file and worker thread end here
 
 
 def _cancel(daemon: Daemon) -> None:

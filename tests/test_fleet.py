@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import socket
 import subprocess
 import sys
+import threading
 from datetime import datetime
 
 import httpx
@@ -569,3 +572,51 @@ async def test_bind_a_served_fleets_hub_and_peers_read_headers_with_the_daemons_
             assert timeout * 0.8 <= asyncio.get_running_loop().time() - started < 5
     finally:
         await fleet.aclose()
+
+
+# --- the fleet's one store: closed by the sync close, and rid of a removed peer's rows -----
+
+
+def _rows_of(fleet: Fleet, key: str) -> int:
+    # The store's own file, read beside it: a host given the key later would find these.
+    import sqlite3
+
+    path = fleet.store._file._db[0].path
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        return sum(
+            db.execute(f"SELECT count(*) FROM {table} WHERE agent = ?", (key,)).fetchone()[0]
+            for table in ("sessions", "events", "counters")
+        )
+
+
+def test_the_sync_close_closes_the_fleets_store_and_its_worker_thread() -> None:
+    fleet = Fleet()
+    fleet.add_peer("echo", behaviors.echo())
+
+    async def use() -> None:
+        async with fleet.call_peer(timeout=10) as tool:
+            await tool.acall(peer="echo", prompt="hi")
+
+    asyncio.run(use())
+    assert fleet.store.opened
+    path = fleet.store._file._db[0].path
+    fleet.close()
+    assert not fleet.store.opened  # not left to a finalizer
+    assert not os.path.exists(path)  # a temporary store's file is removed with it
+    assert not [t for t in threading.enumerate() if t.name.startswith("coreagent-host-store")]
+
+
+async def test_removing_a_peer_removes_its_sessions_from_the_fleets_store() -> None:
+    fleet = Fleet()
+    fleet.add_peer("echo", behaviors.echo())
+    fleet.add_peer("other", behaviors.echo())
+    async with fleet.call_peer(timeout=10, delete_sessions=False) as tool:
+        for peer in ("echo", "other"):
+            await tool.acall(peer=peer, prompt="hi")
+        assert _rows_of(fleet, "echo") > 0
+        fleet.remove_peer("echo")
+        assert _rows_of(fleet, "echo") == 0  # at once: sessions, events, counters
+        assert _rows_of(fleet, "other") > 0  # the others keep theirs
+        fleet.add_peer("echo", behaviors.echo())  # a new daemon under the name
+        assert (await tool.acall(peer="echo", prompt="again")).response == "again"
+    await fleet.aclose()

@@ -77,6 +77,24 @@ class SharedStore:
         where = "temporary" if self.path is None else repr(self.path)
         return f"SharedStore({where}, {'open' if self.opened else 'closed'})"
 
+    def forget(self, key: str) -> None:
+        """Delete every session, event and counter stored under `key`, now.
+
+        For a host that is gone for good (a simulated fleet's removed peer): its
+        rows would otherwise stay in the file for as long as the file lives.
+        Writes this thread's event loop queued are committed first. A host still
+        using the key writes under it again afterwards.
+        """
+        self._file.forget(key)
+
+    def close(self) -> None:
+        """`aclose()` for sync code: commit what this thread's loop queued, close the file.
+
+        A write still queued on another event loop is failed (it was never
+        acknowledged). Use `aclose()` from async code.
+        """
+        self._file.close()
+
     async def aclose(self) -> None:
         """Commit every write and close the file (a temporary one is removed).
 

@@ -563,6 +563,22 @@ class _Db:
         )
         self.unpruned.pop((agent, session_id), None)
 
+    def forget(self, agent: str) -> None:
+        """Delete every row of `agent` in one transaction: sessions, events and counters."""
+        self._check_file()
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for table in ("events", "sessions", "counters"):
+                conn.execute(f"DELETE FROM {table} WHERE agent = ?", (agent,))
+            conn.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
+        self.seqs.pop(agent, None)
+        for key in [key for key in self.unpruned if key[0] == agent]:
+            del self.unpruned[key]
+
     def _count(self, agent: str, name: str, value: int) -> None:
         self.conn.execute(
             "INSERT INTO counters (agent, name, value) VALUES (?, ?, ?) "
@@ -832,6 +848,8 @@ class StoreFile:
         return future
 
     def _commit_soon(self, loop: asyncio.AbstractEventLoop) -> None:
+        if not self._pending.get(loop):
+            return  # committed already, or dropped by close(): nothing to open the file for
         if self._db:
             self._commit(loop)
         else:
@@ -962,6 +980,41 @@ class StoreFile:
             with contextlib.suppress(Exception):  # a failed write was logged already
                 await self._ready()
                 self._commit_pending()
+
+    def forget(self, key: str) -> None:
+        """Delete every row of `key` from the file now (a shared file's part no host uses).
+
+        What this thread's loop queued is committed first, so no write of it lands after.
+        """
+        with contextlib.suppress(RuntimeError):  # no running loop: nothing of it is queued
+            self._commit_pending()
+        if not self._db:
+            return  # never opened (or closed): no row of it to delete
+        with self._lock:
+            self._db[0].forget(key)
+
+    def close(self) -> None:
+        """`aclose` for sync code: this thread's loop's writes committed, the file closed.
+
+        A write queued on another loop that has not committed is failed (it was never
+        acknowledged); its loop, if closed already, has nobody waiting for it.
+        """
+        with contextlib.suppress(RuntimeError):  # no running loop here
+            self._commit_pending()
+        pending, self._pending = self._pending, {}
+        for batch in pending.values():
+            for _, future, _ in batch:
+                with contextlib.suppress(RuntimeError):  # its loop is closed
+                    if not future.done():
+                        future.set_exception(StoreWriteError("the store was closed first"))
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        _finalize(executor, self._db)
+        self._db.clear()
+        self._failed = None
 
     async def aclose(self) -> None:
         """Commit every write, close the file (removing a temporary one); reopens on use."""
