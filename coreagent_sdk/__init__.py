@@ -44,6 +44,7 @@ from ._http._deadline import DEFAULT_REQUEST_TIMEOUT
 from ._http._endpoint import endpoint_problem
 from ._http._hosts import HostAllowList
 from ._http._transport import ASGITransport, RoutingTransport
+from ._peer._a2a_directory import A2A_LABEL, A2ADirectory
 from ._peer._call_peer import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -58,6 +59,7 @@ from ._peer._call_peer import (
 )
 from ._peer._directory import (
     DEFAULT_HUB_CONNECTIONS,
+    A2AInterface,
     Directory,
     DirectoryFunc,
     HubDirectory,
@@ -86,6 +88,9 @@ from ._version import __version__
 from .jupyter import run_sync
 
 __all__ = [
+    "A2A_LABEL",
+    "A2ADirectory",
+    "A2AInterface",
     "ASGITransport",
     "AgentBuilder",
     "AgentCard",

@@ -15,6 +15,9 @@ import simulator.behaviors
 import simulator.experiments
 
 SDK = {
+    "A2ADirectory",
+    "A2AInterface",
+    "A2A_LABEL",
     "ASGITransport",
     "AgentBuilder",
     "AgentCard",

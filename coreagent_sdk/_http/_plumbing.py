@@ -8,6 +8,7 @@ import logging
 import ssl
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -84,7 +85,9 @@ def _shared_ssl_context() -> ssl.SSLContext:
 
 
 def make_http_client(
-    transport: httpx.AsyncBaseTransport | None, max_connections: int | None = None
+    transport: httpx.AsyncBaseTransport | None,
+    max_connections: int | None = None,
+    wrap: Callable[[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport] | None = None,
 ) -> httpx.AsyncClient:
     """An AsyncClient over `transport` (None: the real network); `max_connections` caps its pool.
 
@@ -100,6 +103,8 @@ def make_http_client(
             keepalive_expiry=_KEEPALIVE_EXPIRY,
             verify=_shared_ssl_context(),
         )
+    if wrap is not None:  # a layer over the pool, such as the A2A path's body bounds
+        transport = wrap(transport)
     return _Client(transport=transport, timeout=DEFAULT_HTTP_TIMEOUT, trust_env=False)
 
 
@@ -314,9 +319,13 @@ class LoopBoundClient:
     """
 
     def __init__(
-        self, transport: httpx.AsyncBaseTransport | None, max_connections: int | None = None
+        self,
+        transport: httpx.AsyncBaseTransport | None,
+        max_connections: int | None = None,
+        wrap: Callable[[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport] | None = None,
     ) -> None:
         self._transport = transport
+        self._wrap = wrap
         self.max_connections = max_connections
         self._lock = threading.Lock()
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
@@ -329,7 +338,7 @@ class LoopBoundClient:
             client = self._clients.get(loop)
             if client is None:
                 self._forget_closed()
-                client = make_http_client(self._transport, self.max_connections)
+                client = make_http_client(self._transport, self.max_connections, self._wrap)
                 self._clients[loop] = client
             return client
 

@@ -76,6 +76,9 @@ from ..errors import (
 )
 from ..jupyter import reenters, run_sync
 from . import _hops, _read_back
+from ._a2a_bounds import BoundedBodies
+from ._a2a_call import ask_a2a
+from ._a2a_directory import A2A_LABEL, A2ADirectory, card_url_of, read_card
 from ._chunks import chunk_sink
 from ._directory import Directory, HubDirectory, Peer, lookup_peer, read_token
 from ._loop_thread import LoopThread
@@ -351,6 +354,11 @@ class CallPeer:
         self.max_connections = max_connections
         self._http = LoopBoundClient(transport, max_connections)
         self._slots = CallSlots(max_connections // 2)
+        # A2A peers' pool: every body read through it is counted (see _a2a_bounds), and the
+        # A2A SDK sets its version header on the client it is given, so it has its own.
+        self._a2a_http = LoopBoundClient(transport, max_connections, wrap=BoundedBodies)
+        # The A2A SDK's clients by (pool, endpoint, version, streaming); see _a2a_call.
+        self._a2a_clients: dict[tuple[int, str, str, bool], tuple[httpx.AsyncClient, Any]] = {}
         # Clients by (pool, endpoint, token, event bound); see _client_for.
         self._attach_clients: dict[
             tuple[int, str, str | None, int], tuple[httpx.AsyncClient, AttachClient]
@@ -359,7 +367,7 @@ class CallPeer:
         self._meter_provider = meter_provider
         # Sync calls run here. Collected with the tool: its loop closes its own connections.
         self._loop_thread = LoopThread(f"coreagent-{name}")
-        self._release = functools.partial(_release, self._http, directory)
+        self._release = functools.partial(_release, self._http, directory, self._a2a_http)
         weakref.finalize(self, self._loop_thread.stop, self._release).atexit = False
         # Hosts this tool may dial (None: any); checked before anything is sent.
         self.allowed_hosts = (
@@ -759,19 +767,23 @@ class CallPeer:
             )
         return PeerRequestError(f"{who} could not be reached on {step}: {exc}")
 
+    def _check_host(self, peer: str, endpoint: str) -> None:
+        """Refuse, before anything is sent, an endpoint whose host is not allowed."""
+        hosts = self.allowed_hosts
+        if hosts is not None and not hosts.allows(endpoint):
+            raise InvalidEndpointError(
+                f"{self.name}: peer {_q(peer)} is at host "
+                f"{hosts.host_of(endpoint)!r}, which is not in allowed_hosts "
+                f"({', '.join(hosts.patterns) or 'empty'}); nothing was sent. Add the host "
+                "to allowed_hosts if it is trusted"
+            )
+
     def _client_for(self, peer: str, target: Peer, token: str | None, cap: int) -> AttachClient:
         """A client for `target`, refused before anything is sent if its host is not allowed.
 
         Shared by a call and `read_answer`, so both dial under the same host check.
         """
-        hosts = self.allowed_hosts
-        if hosts is not None and not hosts.allows(target.endpoint):
-            raise InvalidEndpointError(
-                f"{self.name}: peer {_q(peer)} is at host "
-                f"{hosts.host_of(target.endpoint)!r}, which is not in allowed_hosts "
-                f"({', '.join(hosts.patterns) or 'empty'}); nothing was sent. Add the host "
-                "to allowed_hosts if it is trusted"
-            )
+        self._check_host(peer, target.endpoint)
         bound = _event_bound(cap)
         http = self._http.get()
         # A peer's client is made once per event loop's pool and reused: making one parses
@@ -795,6 +807,23 @@ class CallPeer:
     async def _ask(
         self, call: _Call, target: Peer, prompt: str, token: str | None
     ) -> CallPeerResult:
+        if target.a2a is None and target.labels.get(A2A_LABEL) == "a2a":
+            # A hub peer labelled as an A2A agent: its card, read now, says how to reach it.
+            self._check_host(call.peer, target.endpoint)
+            card_url = card_url_of(target.endpoint)
+            target = await read_card(self._a2a_http.get(), card_url, target.name)
+        if target.a2a is not None:
+            text, truncated = await ask_a2a(
+                self, call, target, prompt, token, _event_bound(self.max_response_bytes)
+            )
+            return CallPeerResult(
+                peer=target.name,
+                session_id=call.session_id,
+                response=text,
+                duration_ms=call.elapsed_ms(),
+                truncated=truncated,
+                max_response_bytes=self.max_response_bytes,
+            )
         client = self._client_for(call.peer, target, token, self.max_response_bytes)
         step = "POST /sessions"
         try:
@@ -948,8 +977,12 @@ class CallPeer:
             self._log.warning("%s: on_event hook raised on %s", self.name, kind, exc_info=True)
 
 
-async def _release(http: LoopBoundClient, directory: Directory) -> None:
-    """Close the running loop's pooled connections of a tool (and of its `HubDirectory`)."""
+async def _release(
+    http: LoopBoundClient, directory: Directory, a2a_http: LoopBoundClient | None = None
+) -> None:
+    """Close the running loop's pooled connections of a tool (and of its own directory)."""
     await http.aclose()
-    if isinstance(directory, HubDirectory):
+    if a2a_http is not None:
+        await a2a_http.aclose()
+    if isinstance(directory, (HubDirectory, A2ADirectory)):
         await directory.aclose()

@@ -24,6 +24,7 @@ from .._http._plumbing import LoopBoundClient, parse_json
 from ..errors import APIStatusError, CoreAgentError, DirectoryError, LoopBlockedError
 
 __all__ = [
+    "A2AInterface",
     "DEFAULT_HUB_CONNECTIONS",
     "Directory",
     "DirectoryFunc",
@@ -46,18 +47,38 @@ its deadline.
 
 
 @attrs.frozen
+class A2AInterface:
+    """How to speak A2A to a peer: what its agent card declared (see `A2ADirectory`).
+
+    Attributes:
+        card_url: Where its agent card was read.
+        protocol_version: The A2A version of its JSON-RPC interface (such as ``"1.0"``).
+        streaming: Whether its card says it streams (`SendStreamingMessage`).
+    """
+
+    card_url: str
+    protocol_version: str = "1.0"
+    streaming: bool = True
+
+
+@attrs.frozen
 class Peer:
     """The subset of a registry record a caller needs.
+
+    An A2A agent's `Peer` has ``a2a`` set, and its ``endpoint`` is the JSON-RPC
+    URL its card declares; `CallPeer` then speaks A2A to it.
 
     Attributes:
         name: The name the peer registered, which callers ask it by.
         endpoint: The peer's base URL (checked before every dial).
         labels: The peer's labels, such as ``{"cluster": "prod-1"}``.
+        a2a: How to speak A2A to it, for an A2A agent (None: an attach-mode peer).
     """
 
     name: str
     endpoint: str
     labels: Mapping[str, str] = attrs.field(factory=dict, converter=labels_dict)
+    a2a: A2AInterface | None = attrs.field(default=None, kw_only=True)
 
 
 class Roster(tuple[Peer, ...]):
