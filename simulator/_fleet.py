@@ -18,6 +18,7 @@ import attrs
 import httpx
 
 from coreagent_sdk import (
+    A2A_LABEL,
     ASGITransport,
     CallLog,
     CallPeer,
@@ -46,6 +47,7 @@ from coreagent_sdk.host import (
 from coreagent_sdk.host import AgentHost as Daemon
 from coreagent_sdk.jupyter import is_waiting
 
+from ._a2a_peer import A2ABehavior, A2APeer
 from ._calls import CallRecorder
 from ._faults import Faults
 from ._fleet_directory import FleetDirectory
@@ -229,6 +231,8 @@ class Fleet:
         self._mount(_HUB, self.hub)
         self._served: ServedFleet | None = None
         self._members: dict[str, _Member] = {}
+        # The fleet's A2A agents (add_a2a_peer), by name; not daemons: no sessions, no faults.
+        self.a2a_peers: dict[str, A2APeer] = {}
         self._tools: weakref.WeakSet[CallPeer] = weakref.WeakSet()
         # Each peer's behaviour as given: one that can be closed (a ModelAgent, whose model
         # holds an HTTP client) is closed with the fleet.
@@ -411,6 +415,48 @@ class Fleet:
         self._register(name)
         return daemon
 
+    def add_a2a_peer(
+        self,
+        name: str,
+        behavior: A2ABehavior | None = None,
+        *,
+        executor: Any = None,
+        description: str = "",
+        streaming: bool = True,
+        labels: Mapping[str, str] | None = None,
+        ttl: float = DEFAULT_TTL,
+    ) -> A2APeer:
+        """Run an A2A agent built with the A2A SDK's own server classes, registered as `name`.
+
+        It answers A2A's JSON-RPC transport (and serves its card) at
+        ``http://<name>.<domain>``, in-process; the hub lists it with the label
+        ``protocol=a2a``, so the fleet's `CallPeer` tools (and a `ModelAgent`'s
+        ``call_peer``) reach it by name, over A2A, beside the attach daemons.
+        ``behavior`` is ``fn(prompt)`` returning the answer (sync or async) or an
+        async generator of chunks; ``executor`` an `AgentExecutor` of your own
+        (default: an echo). ``streaming=False`` serves a card without streaming.
+        It stays registered (heartbeating) until `expire` or `remove_peer`.
+        Needs the ``a2a`` extra. Not put on sockets by `serve()`.
+        """
+        if not isinstance(name, str) or not _NAME.match(name) or name == _HUB:
+            raise ValueError(
+                f"simulator: peer name {name!r} is not usable as a host name; use lower-case "
+                "letters, digits and '-' (and not 'hub')"
+            )
+        if name in self.daemons or name in self.a2a_peers:
+            raise ValueError(f"simulator: the fleet already has a peer named {name!r}")
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < math.inf:
+            raise ValueError(
+                f"simulator: ttl must be a positive number of seconds, got {ttl!r}; "
+                f"the default is {DEFAULT_TTL:g} and the hub clamps it to {MAX_TTL:g}"
+            )
+        agent = A2APeer(name, self.url(name), behavior, executor, description, bool(streaming))
+        self.a2a_peers[name] = agent
+        self.transport.mount(f"{name}.{self.domain}", ASGITransport(agent.app))
+        self._members[name] = _Member({**dict(labels or {}), A2A_LABEL: "a2a"}, ttl, None, True)
+        self._register(name)
+        return agent
+
     def _register(self, name: str) -> None:
         member = self._members[name]
         endpoint = self._own_endpoints(name)[-1]  # the loopback one while served
@@ -508,8 +554,10 @@ class Fleet:
         if self._served is not None:
             self._served._stop(name)
         del self._members[name]
-        daemon = self.daemons.pop(name)
         self.transport.unmount(f"{name}.{self.domain}")
+        if self.a2a_peers.pop(name, None) is not None:
+            return
+        daemon = self.daemons.pop(name)
         _cancel(daemon)
         # Its sessions leave the fleet's one store with it: the key is never used again (a
         # peer added under the name is a new daemon with a key of its own).

@@ -1,0 +1,156 @@
+"""An A2A agent in a fleet, built with the A2A SDK's own server classes.
+
+`Fleet.add_a2a_peer` mounts one at ``http://<name>.<domain>`` beside the
+fleet's attach daemons: the SDK's `DefaultRequestHandler` over an in-memory
+task store, its JSON-RPC and agent-card routes in a Starlette app, reached
+in-process through the fleet's routing transport. The fleet's hub lists it
+with the label ``protocol=a2a``, so a fleet `CallPeer` reads its card and
+speaks A2A to it, and a `ModelAgent`'s `call_peer` tool reaches it by name
+like any attach peer.
+
+A behaviour is a function of the prompt: ``fn(text)`` returning the answer
+(sync or async), or an async generator of chunks (each an artifact update
+appended to the answer). An `AgentExecutor` of your own is taken as it is.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Union
+
+__all__ = ["A2APeer", "A2ABehavior", "a2a_app"]
+
+A2ABehavior = Callable[[str], Union[str, Awaitable[str], AsyncIterator[str]]]  # noqa: UP007
+
+
+def _echo(text: str) -> str:
+    return text
+
+
+def _executor(behavior: A2ABehavior) -> Any:
+    from a2a.helpers.proto_helpers import (
+        new_task_from_user_message,
+        new_text_message,
+        new_text_part,
+    )
+    from a2a.server.agent_execution import AgentExecutor
+    from a2a.server.tasks import TaskUpdater
+    from a2a.types import Role
+
+    class _Behavior(AgentExecutor):  # type: ignore[misc]
+        """A task per message: working, the answer as one artifact (or chunks of it), completed."""
+
+        async def execute(self, context: Any, event_queue: Any) -> None:
+            task = context.current_task or new_task_from_user_message(context.message)
+            await event_queue.enqueue_event(task)
+            updater = TaskUpdater(event_queue, task.id, task.context_id)
+            await updater.start_work()
+            try:
+                got = behavior(context.get_user_input())
+                if inspect.isasyncgen(got):
+                    first = True
+                    async for chunk in got:
+                        await updater.add_artifact(
+                            [new_text_part(str(chunk))],
+                            artifact_id="answer",
+                            name="answer",
+                            append=not first,
+                        )
+                        first = False
+                else:
+                    if inspect.isawaitable(got):
+                        got = await got
+                    await updater.add_artifact(
+                        [new_text_part(str(got))], artifact_id="answer", name="answer"
+                    )
+            except Exception as exc:
+                await updater.failed(
+                    new_text_message(f"{type(exc).__name__}: {exc}", role=Role.ROLE_AGENT)
+                )
+                return
+            await updater.complete()
+
+        async def cancel(self, context: Any, event_queue: Any) -> None:
+            updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+            await updater.cancel()
+
+    return _Behavior()
+
+
+def agent_card(name: str, url: str, description: str, streaming: bool) -> Any:
+    """The card a fleet's A2A agent serves: one JSON-RPC interface at `url`, A2A 1.0."""
+    from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
+
+    return AgentCard(
+        name=name,
+        description=description,
+        version="1.0.0",
+        supported_interfaces=[
+            AgentInterface(protocol_binding="JSONRPC", url=url, protocol_version="1.0")
+        ],
+        capabilities=AgentCapabilities(streaming=streaming),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=[AgentSkill(id="answer", name=name, description=description, tags=["simulated"])],
+    )
+
+
+def a2a_app(executor: Any, card: Any) -> Any:
+    """A Starlette app of the A2A SDK's own: its card and JSON-RPC routes over `executor`."""
+    from a2a.server.request_handlers import DefaultRequestHandler
+    from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+    from a2a.server.tasks import InMemoryTaskStore
+    from starlette.applications import Starlette
+
+    handler = DefaultRequestHandler(
+        agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card
+    )
+    return Starlette(routes=create_agent_card_routes(card) + create_jsonrpc_routes(handler, "/"))
+
+
+class A2APeer:
+    """One A2A agent of a fleet: its card, its executor and its Starlette app.
+
+    Attributes:
+        name: Its name in the fleet (and its card's name).
+        url: Its base URL, where its JSON-RPC endpoint and its card are.
+        card: The `AgentCard` it serves (the A2A SDK's protobuf message).
+        executor: The `AgentExecutor` answering its messages.
+        app: The ASGI app serving both.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        url: str,
+        behavior: A2ABehavior | None,
+        executor: Any,
+        description: str,
+        streaming: bool,
+    ) -> None:
+        try:
+            import a2a  # noqa: F401
+            import starlette  # noqa: F401
+        except ImportError:
+            raise ImportError(
+                "simulator: add_a2a_peer runs an agent of the A2A SDK's own; "
+                "pip install 'coreagent-sdk[a2a]'"
+            ) from None
+        if behavior is not None and executor is not None:
+            raise ValueError("simulator: add_a2a_peer takes a behaviour or an executor, not both")
+        if behavior is not None and not callable(behavior):
+            raise TypeError(
+                f"simulator: an A2A peer's behaviour is a function of the prompt, got "
+                f"{type(behavior).__name__}; pass fn(text) -> answer"
+            )
+        self.name = name
+        self.url = url
+        # The spec requires a description (the SDK warns of a card without one).
+        said = description or f"A simulated A2A agent named {name}"
+        self.card = agent_card(name, url + "/", said, streaming)
+        self.executor = executor if executor is not None else _executor(behavior or _echo)
+        self.app = a2a_app(self.executor, self.card)
+
+    def __repr__(self) -> str:
+        return f"A2APeer({self.name!r}, {self.url!r})"
