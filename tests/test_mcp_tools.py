@@ -20,11 +20,20 @@ import pytest
 
 from coreagent_sdk import AllowList
 from coreagent_sdk.host import ModelAgent
-from coreagent_sdk.mcp import StdioServer
+from coreagent_sdk.mcp import HttpServer, StdioServer
 from coreagent_sdk.models import Message, ModelReply, ScriptedModel, Skill, ToolSpec, when
 from simulator import Fleet
 
 pytest.importorskip("mcp")
+
+# Imported with the module, as tests/test_tree_spans.py does: the SDK's import installs a log
+# filter, which the suite's process-state check would otherwise see a test leave behind.
+try:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+except ImportError:  # pragma: no cover - the otel extra is not installed
+    TracerProvider = None  # type: ignore[assignment,misc]
 
 SERVERS = Path(__file__).parent / "mcp_servers"
 # Starting Python and the MCP SDK takes about a second; on a loaded machine, more.
@@ -87,6 +96,17 @@ def tool_results(model: Recording) -> list[dict[str, Any]]:
     return [json.loads(m.text) for m in model.sent if m.role == "tool"]
 
 
+def exported(fleet: Fleet) -> dict[str, dict[str, Any]]:
+    """Each span the fleet's call tree exports, by name: its attributes."""
+    if TracerProvider is None:
+        pytest.skip("needs opentelemetry-sdk (the otel extra)")
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()  # the test's own: the global one is never set
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    fleet.calls.tree().export_spans(provider)
+    return {span.name: dict(span.attributes or {}) for span in exporter.get_finished_spans()}
+
+
 async def ask(agent: ModelAgent, prompt: str = "go") -> tuple[str, Fleet]:
     fleet = Fleet()
     fleet.add_peer("worker", agent)
@@ -125,6 +145,11 @@ async def test_a_servers_tools_reach_the_model_namespaced_with_their_schemas_and
         ]
         assert tools[0].sent == '{"a": 2, "b": 3}' and tools[0].received == '{"result": 5}'
         assert tools[2].error is not None and tools[2].error.startswith("toolbox_echo: ")
+        spans = exported(fleet)
+        add_span = spans["execute_tool toolbox_add"]
+        assert add_span["gen_ai.tool.type"] == "extension"  # an MCP tool, not a function
+        assert add_span["mcp.method.name"] == "tools/call"
+        assert add_span["gen_ai.tool.name"] == "toolbox_add"
     finally:
         await fleet.aclose()
 
@@ -228,3 +253,31 @@ async def test_a_result_over_max_result_bytes_is_cut_and_says_how_much_there_was
         assert whole == {"result": "x" * 1000}  # at the bound: whole, structured as sent
     finally:
         await fleet.aclose()
+
+
+async def test_an_http_server_is_sent_its_headers_with_the_skills_secret_expanded() -> None:
+    from .mcp_servers.http_box import served
+
+    token = "http-secret-2f7c9a1e55"
+    async with served() as url:
+        model = Recording(
+            ScriptedModel(when().call("box_add", a=20, b=22).call("box_authorization"))
+        )
+        server = HttpServer(
+            "box", url, headers={"Authorization": "Bearer ${env:BOX_TOKEN}"}, start_timeout=START
+        )
+        agent = ModelAgent(
+            model,
+            skills=[Skill("box", mcp_servers=[server], secrets=["BOX_TOKEN"])],
+            secrets={"BOX_TOKEN": token},
+        )
+        _, fleet = await ask(agent)
+        try:
+            added, authorization = tool_results(model)
+            assert added == {"result": 42}
+            expected = hashlib.sha256(f"Bearer {token}".encode()).hexdigest()
+            assert authorization == {"result": expected}
+            assert agent.mcp_status[0].transport == "http"
+            assert token not in repr(fleet.calls.records()) + repr(server)
+        finally:
+            await fleet.aclose()

@@ -22,6 +22,8 @@ from typing import Any, Union
 
 import attrs
 
+from .._http._endpoint import endpoint_problem, shown_url
+
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_MAX_RESTARTS",
@@ -176,7 +178,7 @@ class HttpServer:
     """
 
     name: str = attrs.field(validator=_name)
-    url: str
+    url: str = attrs.field(repr=lambda url: repr(shown_url(url)))  # no password in a repr
     headers: Mapping[str, str] = attrs.field(factory=dict, converter=_text_map, repr=_map_repr)
     read_only: bool = False
     start_timeout: float = attrs.field(default=DEFAULT_START_TIMEOUT, validator=_seconds)
@@ -188,10 +190,11 @@ class HttpServer:
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.url, str) or not self.url:
             raise ValueError(f"mcp: server {_q(self.name)}: http transport requires url")
-        if not self.url.startswith(("http://", "https://")):
+        problem = endpoint_problem(self.url)
+        if problem is not None:
             raise ValueError(
-                f"mcp: server {_q(self.name)}: url {self.url!r} is not http:// or https://; "
-                "give the server's Streamable HTTP endpoint"
+                f"mcp: server {_q(self.name)}: url {shown_url(self.url)!r} is not an endpoint "
+                f"({problem}); give the server's Streamable HTTP endpoint, http(s)://host/path"
             )
 
     @property

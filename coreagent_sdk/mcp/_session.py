@@ -19,6 +19,7 @@ from typing import IO, Any
 
 import attrs
 
+from .._http._endpoint import endpoint_problem
 from .._scrub import scrub
 from ._config import HttpServer, McpServer, StdioServer
 from ._env import server_environment, server_headers
@@ -236,6 +237,9 @@ class ServerConnection:
             self._streams: Any = streams
             return streams.read, streams.write
         assert isinstance(spec, HttpServer)
+        problem = endpoint_problem(spec.url)  # again before dialing, as CallPeer checks a peer's
+        if problem is not None:
+            raise ValueError(f"the url is not an endpoint ({problem})")
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
 
