@@ -25,6 +25,7 @@ import pytest
 import coreagent_sdk
 import coreagent_sdk.errors
 import coreagent_sdk.host
+import coreagent_sdk.mcp
 import coreagent_sdk.models
 import coreagent_sdk.plots
 import coreagent_sdk.widgets
@@ -48,6 +49,7 @@ MODULES = [
     coreagent_sdk,
     coreagent_sdk.errors,
     coreagent_sdk.host,
+    coreagent_sdk.mcp,
     coreagent_sdk.models,
     coreagent_sdk.widgets,
     coreagent_sdk.plots,

@@ -281,3 +281,21 @@ async def test_an_http_server_is_sent_its_headers_with_the_skills_secret_expande
             assert token not in repr(fleet.calls.records()) + repr(server)
         finally:
             await fleet.aclose()
+
+
+def test_the_guides_example_runs_as_a_user_runs_it() -> None:
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, str(root / "examples" / "mcp" / "fleet_with_notes.py")],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[0] == "['notes_topics', 'notes_read', 'notes_add']"
+    assert "notes_add: noted under deploys" in done.stdout
+    assert "└── keeper finished" in done.stdout and "2 tool calls" in done.stdout

@@ -163,6 +163,7 @@ class ModelAgent:
         max_peer_calls: `call_peer` calls allowed in one model reply.
         max_tool_calls: Python tool calls allowed in one model reply.
         turn_timeout: Seconds a whole turn may take, or None.
+        gate: What each MCP tool call asks first (``gate("mcp", name)``), or None.
     """
 
     def __init__(
