@@ -20,6 +20,7 @@ matplotlib (the `jupyter` extra).
 from __future__ import annotations
 
 from ._budget import Budget
+from ._case_diff import CaseDiff
 from ._meta import ExperimentFileError
 from ._noisy import NoisyModel
 from ._plan import Plan
@@ -34,11 +35,13 @@ from ._scorers import (
     no_truncation,
     routed,
 )
+from ._trial_tree import TrialTree
 
 __all__ = [
     "INTERVAL",
     "Budget",
     "Case",
+    "CaseDiff",
     "Experiment",
     "ExperimentFileError",
     "MaxDelegations",
@@ -51,6 +54,7 @@ __all__ = [
     "ScenarioError",
     "Scorer",
     "Trial",
+    "TrialTree",
     "answer_contains",
     "arun",
     "no_error",

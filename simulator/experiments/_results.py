@@ -26,9 +26,11 @@ from typing import Any
 from coreagent_sdk import CallRecord, CallTree, TurnStep
 
 from . import _display, _parquet
+from ._case_diff import CaseDiff
 from ._meta import order
 from ._scenario import RESERVED
 from ._stats import mean_interval, newcombe, pass_at_k, pass_hat_k, wilson
+from ._trial_tree import TrialTree, trial_tree
 
 __all__ = ["INTERVAL", "Results"]
 
@@ -181,15 +183,21 @@ class Results:
 
         return missing(self.experiment, self.rows)
 
-    def tree(self, key: int | Sequence[Any]) -> CallTree:
-        """The call tree of a row (by index or trial key): every call its trial's fleet carried."""
-        records = json.loads(self.row(key)["tree"])
-        return CallTree(
+    def tree(self, key: int | Sequence[Any]) -> TrialTree:
+        """The call tree of a row (by index or trial key): every call its trial's fleet carried.
+
+        A `TrialTree`: the `CallTree` with the trial's scores, the expected peer against
+        the one asked, and a mark on the call where the route went wrong.
+        """
+        row = self.row(key)
+        records = json.loads(row["tree"])
+        tree = CallTree(
             tuple(
                 CallRecord(**{**r, "steps": tuple(TurnStep(**s) for s in r.get("steps") or ())})
                 for r in records
             )
         )
+        return trial_tree(tree, row, self.scores)
 
     # Summaries (numbers in pure Python; DataFrames out)
 
@@ -439,6 +447,47 @@ class Results:
         return _pandas().DataFrame.from_records(
             Results.side_by_side_rows(before, after, by, confidence)
         )
+
+    @staticmethod
+    def case_diff(before: Results, after: Results) -> CaseDiff:
+        """Two runs (before and after a change) case by case: which trials flipped.
+
+        Pairs each trial with the other run's of the same setting, case and repetition;
+        `CaseDiff` says which were fixed, which broke, with both answers and both call
+        trees one click away in the HTML, and ``.to_pandas()`` as a table.
+        """
+        from ._case_diff import case_diff
+
+        params = list(dict.fromkeys([*before.params, *after.params]))
+        return case_diff(before, after, ("before", "after"), before.rows, after.rows, params)
+
+    def compare_cases(self, by: str, baseline: Any = None, value: Any = None) -> CaseDiff:
+        """Two values of parameter `by` case by case (default: the grid's first two values).
+
+        Pairs each trial of ``by=baseline`` with the trial of ``by=value`` that has the
+        same other parameters, case and repetition: see `CaseDiff`.
+        """
+        from ._case_diff import case_diff
+
+        names = self._by(by)
+        values = [key[0] for key in self._groups(names)]
+        if len(values) < 2 and (baseline is None or value is None):
+            raise ValueError(
+                f"Results.compare_cases: {by!r} has {len(values)} value(s) in these rows; "
+                "two are needed"
+            )
+        a = values[0] if baseline is None else baseline
+        b = next(v for v in values if v != a) if value is None else value
+        for wanted in (a, b):
+            if _hashable(wanted) not in {_hashable(v) for v in values}:
+                raise KeyError(
+                    f"Results.compare_cases: no trials with {by}={wanted!r} (values: "
+                    f"{', '.join(map(repr, values))})"
+                )
+        side_a = [r for r in self.rows if _hashable(r.get(by)) == _hashable(a)]
+        side_b = [r for r in self.rows if _hashable(r.get(by)) == _hashable(b)]
+        others = [p for p in self.params if p != by]
+        return case_diff(self, self, (f"{by}={a!r}", f"{by}={b!r}"), side_a, side_b, others)
 
     # Display
 
