@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import pathlib
 import subprocess
 import sys
 from typing import Any
@@ -38,6 +40,7 @@ from simulator import Fleet
 from simulator.behaviors import delegate, echo
 
 TOKEN = "s3cr3t-a2a-token-value"
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def upper(text: str) -> str:
@@ -382,4 +385,51 @@ async def test_call_peer_over_a2a_gets_an_a2a_hosts_answer_as_over_attach() -> N
     error = caught.value
     assert (error.kind, error.retryable, error.hint) == ("rate_limited", True, "try later")
     for closing in (attach, a2a, host, broken):
+        await closing.aclose()
+
+
+@pytest.fixture
+def sdk_server() -> Any:
+    """An A2A SDK server of its own classes, served by uvicorn on 127.0.0.1 in another process."""
+    from .processes import reap
+
+    env = {**os.environ, "A2A_SERVER_TOKEN": TOKEN}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.a2a_sdk_server"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # its port, once it listens (empty: it died)
+        yield f"http://127.0.0.1:{int(line)}"
+    finally:
+        # uvicorn re-raises the SIGTERM it handled once it has stopped: any exit will do.
+        proc.terminate()
+        proc.wait(10)
+        reap(proc)
+
+
+@pytest.mark.slow  # a real server process: ~2 s to start on a quiet machine
+async def test_call_peer_gets_an_a2a_sdk_servers_answer_over_loopback_bounded_and_typed(
+    sdk_server: str,
+) -> None:
+    directory = A2ADirectory([sdk_server], allowed_hosts=["127.0.0.1"])
+    environ = {"A2A_TOKEN": TOKEN}
+    tool = CallPeer(directory, token_env="A2A_TOKEN", environ=environ, allowed_hosts=["127.0.0.1"])
+    wrong = CallPeer(directory, token_env="A2A_TOKEN", environ={"A2A_TOKEN": "not-it"})
+
+    answer = await tool.acall(peer="sdk-agent", prompt="over the wire")
+    cut = await tool.acall(peer="sdk-agent", prompt="repeat 50000")
+    with pytest.raises(PeerRequestError, match=r"\(401\); set \$A2A_TOKEN") as refused:
+        await wrong.acall(peer="sdk-agent", prompt="hi")
+
+    assert answer.response == "OVER THE WIRE (you sent Bearer [redacted])"
+    assert answer.session_id and not answer.truncated
+    assert cut.truncated and cut.response == "x" * 16 * 1024
+    assert refused.value.status_code == 401
+    for closing in (tool, wrong, directory):
         await closing.aclose()
