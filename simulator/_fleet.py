@@ -355,6 +355,7 @@ class Fleet:
         ttl: float = DEFAULT_TTL,
         heartbeat: bool = True,
         session_rate_limit: SessionRateLimit | bool | None = True,
+        a2a: bool = False,
     ) -> Daemon:
         """Start a peer daemon and register it with the hub under `name`.
 
@@ -370,6 +371,8 @@ class Fleet:
         with it, as a daemon does with its attach token, so the hub records
         that identity as the owner. ``session_rate_limit`` overrides the fleet's for this
         peer (True: the fleet's; None or False: off; or a `SessionRateLimit`).
+        ``a2a=True`` makes the peer answer A2A clients too (`AgentHost(a2a=True)`: the A2A
+        SDK's JSON-RPC at its URL, declared on its card), beside the attach wire.
         """
         if not isinstance(name, str) or not _NAME.match(name) or name == _HUB:
             raise ValueError(
@@ -403,6 +406,7 @@ class Fleet:
             clock=self.clock,
             session_rate_limit=limit,
             session_idle_timeout=self.session_idle_timeout,
+            a2a=a2a,
         )
         self._mount(name, daemon)
         self._members[name] = _Member(

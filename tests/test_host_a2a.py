@@ -534,3 +534,25 @@ def test_a2a_without_the_sdk_installed_names_the_extra_to_install() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert "pip install 'coreagent-sdk[host,a2a]'" in out.stdout
+
+
+async def test_a_fleets_peer_added_with_a2a_answers_the_sdk_client_and_call_peer_alike() -> None:
+    from simulator import Fleet
+
+    fleet = Fleet()
+    fleet.add_peer("prod-1", chunks_then_answer, a2a=True)
+    fleet.add_peer("prod-2", chunks_then_answer)  # attach only
+    http = httpx.AsyncClient(transport=fleet.transport)
+    client = await ClientFactory(ClientConfig(httpx_client=http)).create_from_url(
+        "http://prod-1.sim"
+    )
+    events = await _events(client, "from outside")
+    final = [e.artifact_update for e in events if e.HasField("artifact_update")][-1]
+    assert final.artifact.parts[0].text == "Asking kubectl.\n\nAll nodes answer: from outside"
+    result = await fleet.call_peer().acall(peer="prod-1", prompt="from inside")
+    assert result.response == "Asking kubectl.\n\nAll nodes answer: from inside"
+    plain = await http.get("http://prod-2.sim/.well-known/agent-card.json")
+    assert plain.status_code == 404  # no description, no A2A: no card, as before
+    await client.close()
+    await http.aclose()
+    await fleet.aclose()

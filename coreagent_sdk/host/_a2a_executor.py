@@ -63,11 +63,18 @@ class A2AHost(Daemon, Protocol):
     _attach_token: str | None
 
 
+_READ = frozenset({b"agent", b"turn-complete", b"turn-error"})  # what call_peer reads too
+
+
 def _frame(raw: bytes) -> Any:
+    """The frame's typed value if it is one a task is told of, else None (not decoded)."""
     # Every item a session queues to a subscriber is one frame as `encode_sse` wrote it:
-    # `event: X\ndata: {json}\n\n`.
+    # `event: X\ndata: {json}\n\n`; the status, inbox and usage frames are left undecoded.
     head, _, rest = raw.partition(b"\n")
-    return decode_frame(head[7:].decode(), rest[6:].rstrip(b"\n").decode())
+    kind = head[7:]
+    if kind not in _READ:
+        return None
+    return decode_frame(kind.decode(), rest[6:].rstrip(b"\n").decode())
 
 
 class TurnExecutor(AgentExecutor):
