@@ -414,3 +414,42 @@ async def test_an_absolute_form_target_is_routed_by_its_path(served: Served) -> 
     assert got.startswith(b"HTTP/1.1 200 ") and got.endswith(WHOAMI_ANSWER), got[:200]
     listed = await served.exchange(b"GET http://x/sessions?limit=1 HTTP/1.1\r\n" + HOST + b"\r\n")
     assert listed.startswith(b"HTTP/1.1 200 ") and b'"sessions":[' in listed, listed[:200]
+
+
+# Guards that held (issue 38's first paragraph), pinned at the scale they were tried at ------
+
+
+@pytest.mark.slow  # 4,000 connections, held past a (shortened) header timeout
+async def test_3000_idle_and_1000_slowloris_connections_do_not_starve_a_real_client(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`server.go` `Bind` (`ReadHeaderTimeout`): connections that send nothing or half a
+    head neither stop another caller nor outlive the timeout, at the scale tried."""
+    from coreagent_sdk.host import uvicorn_options
+
+    timeout = 8.0  # the daemon's 10 s, shortened; longer than opening 4,000 connections takes
+    monkeypatch.setattr(uvicorn_options()["http"], "read_header_timeout", timeout)
+    held: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+    try:
+        for i in range(4000):  # the first 3,000 idle, the last 1,000 half a head each
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection("127.0.0.1", served.port), 5
+            )
+            if i >= 3000:
+                writer.write(b"POST /sessions HTTP/1.1\r\nHost: x\r\nContent-Le")
+            held.append((reader, writer))
+        body = b'{"message": "still there?"}'
+        got = await served.exchange(
+            inject(b"Content-Length: %d\r\n" % len(body), body), timeout=10
+        )
+        still_held = sum(not reader.at_eof() for reader, _ in held)
+        closed = await asyncio.wait_for(
+            asyncio.gather(*(reader.read() for reader, _ in held)), timeout + 30
+        )
+    finally:
+        for _, writer in held:
+            writer.close()
+    assert got.startswith(b"HTTP/1.1 200 "), got[:200]
+    assert "still there?" in await served.prompts_once_another_turn_ran()
+    assert still_held == 4000  # answered while every one of them was held
+    assert closed == [b""] * 4000  # then closed by the host, unanswered, as net/http does
