@@ -276,6 +276,13 @@ async def drive(contender: str, url: str, level: int, seconds: float) -> dict[st
         call, close = await a2a_caller(url, level, contender == "a2a-stream")
     else:
         call, close = await mcp_caller(url, contender == "mcp-kept")
+    return await measure(call, close, level, seconds)
+
+
+async def measure(
+    call: Call, close: Callable[[], Awaitable[None]], level: int, seconds: float
+) -> dict[str, Any]:
+    """`level` loops of `call` for `seconds` (and at most MAX_CALLS), then `close`; the counts."""
     await asyncio.wait_for(call(), DEADLINE)  # warm: a session, the pool's first connection
     latencies: list[float] = []
     failures: dict[str, int] = {}
