@@ -645,17 +645,23 @@ def run(
         path: A SQLite file the rows go to as they arrive (created if missing).
             Run again with the same path and only the trials not in it run.
             None: rows in memory only.
-        executor: Any `concurrent.futures.Executor` (a `ProcessPoolExecutor`, a
-            dask ``client.get_executor()``); None (default): this process, one event loop.
-        concurrency: Trials in flight at once in this process (default 8); on an
+
+    Other Parameters:
+        executor (concurrent.futures.Executor | None): Any `concurrent.futures.Executor`
+            (a `ProcessPoolExecutor`, a dask ``client.get_executor()``); None (default):
+            this process, one event loop.
+        concurrency (int): Trials in flight at once in this process (default 8); on an
             executor, trials at once inside each chunk.
-        budget: A `Budget` (tokens, cost, wall time) that stops the run cleanly.
-        progress: A tqdm progress bar (a widget in Jupyter, text in a terminal);
-            None (default): shown when tqdm is installed.
-        rate: Trials started per second at most (real models' rate limits); None: no limit.
-        recordings: A folder where each trial's `Trial.recorded` models record
-            their exchanges on the first run and replay them on later ones.
-        chunk_size: Trials per task sent to an executor (default 25).
+        budget (Budget | None): A `Budget` (tokens, cost, wall time) that stops the run
+            cleanly.
+        progress (bool | None): A tqdm progress bar (a widget in Jupyter, text in a
+            terminal); None (default): shown when tqdm is installed.
+        rate (float | None): Trials started per second at most (real models' rate limits);
+            None: no limit.
+        recordings (str | os.PathLike[str] | None): A folder where each trial's
+            `Trial.recorded` models record their exchanges on the first run and replay
+            them on later ones.
+        chunk_size (int): Trials per task sent to an executor (default 25).
 
     Ctrl-C (a kernel interrupt) stops the run: the trials done are kept and
     returned, ``results.stopped == "interrupted"``; a second Ctrl-C leaves at once.
