@@ -203,3 +203,30 @@ def test_the_http_command_refuses_a_token_it_was_not_given_in_one_line() -> None
     assert done.stdout == ""
     (said,) = done.stderr.strip().splitlines()
     assert said.startswith("mcp: token_env names $MCP_TEST_UNSET_TOKEN, which is unset")
+
+
+async def test_the_printed_host_config_starts_a_server_the_sdks_client_calls_from_elsewhere(
+    tmp_path: pathlib.Path,
+) -> None:
+    mark = marker()
+    printed = await asyncio.to_thread(
+        subprocess.run,
+        [*SERVE, "tests.mcp_agents:helper", "--name", mark, "--print-config"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    (entry,) = json.loads(printed.stdout)["mcpServers"].values()
+    params = StdioServerParameters(
+        command=entry["command"],
+        args=entry["args"],
+        env={**os.environ, **entry["env"]},
+        cwd=str(tmp_path),  # as a host starts it: not from the project's directory
+    )
+    async with Client(params, mode="legacy") as client:
+        result = await client.call_tool(mark, {"request": "from the config"})
+    assert entry["args"] == ["-m", "coreagent_sdk.mcp", "tests.mcp_agents:helper", "--name", mark]
+    assert result.content[0].text == "you asked: from the config"
+    assert await asyncio.to_thread(none_left, mark) == []

@@ -16,6 +16,11 @@ listening and runs until SIGTERM or SIGINT; ``--token-env VAR`` makes every
 request present the bearer token held in the environment variable VAR (never
 an argument: a command line shows in `ps`), and without it only a loopback
 ``--host`` is accepted.
+
+``--print-config`` prints, instead of serving, the JSON an MCP host's config
+(Claude Desktop's ``claude_desktop_config.json``, an IDE's ``mcp.json``) takes
+to start this very command: this Python, these arguments, and this directory
+on its ``PYTHONPATH``, so ``module:target`` imports wherever the host starts it.
 """
 
 from __future__ import annotations
@@ -107,6 +112,21 @@ async def _serve_http(served: ServedTools, args: argparse.Namespace) -> None:
         await stop.wait()
 
 
+def host_config(argv: Sequence[str], server: str) -> dict[str, Any]:
+    """The `mcpServers` entry that starts `python -m coreagent_sdk.mcp argv` from here."""
+    return {
+        "mcpServers": {
+            server: {
+                "command": sys.executable,
+                "args": ["-m", _PROG, *argv],
+                # A host starts servers from a directory of its own: the modules named
+                # here are found on the path instead (every host passes `env`).
+                "env": {"PYTHONPATH": os.getcwd()},
+            }
+        }
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=f"python -m {_PROG}", description=__doc__.split("\n")[0])
     parser.add_argument("target", nargs="?", help="module:attribute to serve")
@@ -123,12 +143,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="an answer's cap in UTF-8 bytes")
     parser.add_argument("--poll-interval", type=float, default=DEFAULT_POLL_INTERVAL,
                         help="a fleet: seconds between two reads of its roster")
+    parser.add_argument("--print-config", action="store_true",
+                        help="print an MCP host's config entry for this command, and exit")
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     if args.token_env is not None and not args.http:
         raise SystemExit(f"{_PROG}: --token-env guards HTTP; stdio has no token (add --http)")
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
     try:
         served = build(args)
+        if args.print_config:
+            kept = [a for a in argv if a != "--print-config"]
+            print(json.dumps(host_config(kept, served.server.name), indent=2))
+            return 0
         if args.http:
             asyncio.run(_serve_http(served, args))
         else:
