@@ -1,0 +1,98 @@
+"""A fleet agent called through our MCP server, against CallPeer calling it directly.
+
+The fleet (a hub and one echo peer) is served on loopback sockets in this process. The
+direct side is a `CallPeer` over the hub (`HubDirectory`), as an app delegates. The MCP
+side is what an MCP host does: `python -m coreagent_sdk.mcp --hub URL` started as a
+process of its own and called by the official MCP SDK's stdio client (`tools/call` on the
+peer's tool), which makes the same `CallPeer` call inside that process. Both sides make the
+same number of calls at 1 and at 50 in flight; the sides alternate round by round, so drift
+on a shared machine hits both alike, and the best round of each is compared.
+
+    python bench/mcp_bridge.py [--calls 200] [--rounds 3]
+
+Every loop is bounded by its count; the server process is ended (stdin closed) at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable
+
+from mcp import Client, StdioServerParameters
+
+from coreagent_sdk import CallPeer, HubDirectory
+from simulator import Fleet, behaviors
+
+PROMPT = "How is the cluster doing?"
+
+
+async def timed(call: Callable[[], Awaitable[object]], calls: int, in_flight: int) -> float:
+    """Seconds for `calls` calls, `in_flight` at a time."""
+    left = iter(range(calls))
+
+    async def worker() -> None:
+        for _ in left:
+            await call()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(in_flight)))
+    return time.perf_counter() - started
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+async def main(calls: int, rounds: int) -> None:
+    fleet = Fleet(session_idle_timeout=30)
+    fleet.add_peer("ops", behaviors.echo(), session_rate_limit=None)
+    served = await fleet.serve()
+    # As the served side's CallPeer (the command line's): sessions kept, not deleted.
+    direct = CallPeer(HubDirectory(served.hub_url))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "coreagent_sdk.mcp", "--hub", served.hub_url, "--poll-interval", "3600"],
+    )
+    try:
+        async with Client(params, mode="legacy") as client:
+            (tool,) = (await client.list_tools()).tools
+
+            async def via_mcp() -> None:
+                result = await client.call_tool(tool.name, {"request": PROMPT})
+                if result.is_error or result.content[0].text != PROMPT:
+                    raise RuntimeError(f"mcp_bridge: the MCP side answered {result!r}")
+
+            async def via_call_peer() -> None:
+                result = await direct.acall("ops", PROMPT)
+                if result.response != PROMPT:
+                    raise RuntimeError(f"mcp_bridge: CallPeer answered {result!r}")
+
+            for side in (via_call_peer, via_mcp):  # warm both: imports, pools, caches
+                await timed(side, 20, 5)
+            print(f"load before: {load()}  ({calls} calls a round, best of {rounds} rounds)")
+            print("| in flight | CallPeer ms/call | MCP ms/call | MCP / CallPeer |")
+            print("|---|---|---|---|")
+            for in_flight in (1, 50):
+                best = {"direct": float("inf"), "mcp": float("inf")}
+                for _ in range(rounds):
+                    for key, side in (("direct", via_call_peer), ("mcp", via_mcp)):
+                        best[key] = min(best[key], await timed(side, calls, in_flight))
+                d, m = (best[k] / calls * 1000 for k in ("direct", "mcp"))
+                print(f"| {in_flight} | {d:.2f} | {m:.2f} | {m / d:.2f}x |")
+            print(f"load after: {load()}")
+    finally:
+        await direct.aclose()
+        await served.aclose()
+        await fleet.aclose()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    asyncio.run(main(args.calls, args.rounds))
