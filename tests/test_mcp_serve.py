@@ -349,3 +349,64 @@ async def test_a_client_that_disconnects_mid_call_leaves_no_stream_open_on_the_p
             await asyncio.sleep(0.01)
     assert _open_streams(daemon) == 0
     assert len(daemon.sessions) == 2  # the startup session and the call's
+
+
+async def test_a_roster_that_cannot_be_read_keeps_the_tools_last_read(
+    fleet: Fleet, caplog: pytest.LogCaptureFixture
+) -> None:
+    from coreagent_sdk import CallPeer, DirectoryFunc, Peer
+    from coreagent_sdk.errors import DirectoryError
+
+    answers: list[object] = [[Peer("alpha", "http://alpha.sim")], DirectoryError("hub: down")]
+
+    def roster() -> list[Peer]:
+        answer = answers.pop(0) if len(answers) > 1 else answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer  # type: ignore[return-value]
+
+    served = FleetMCPServer(CallPeer(DirectoryFunc(roster), transport=fleet.transport))
+    async with served, Client(served.server) as client:
+        assert await served.refresh() is False  # the hub is down now
+        names = [t.name for t in (await client.list_tools()).tools]
+    await served.call_peer.aclose()
+    assert names == ["alpha"]
+    assert "reading the fleet's roster failed (hub: down); serving the last" in caplog.text
+
+
+async def test_a_request_over_the_inject_cap_is_a_tool_error_before_any_session_opens(
+    fleet: Fleet,
+) -> None:
+    fleet.add_peer("alpha", behaviors.echo())
+    daemon = fleet.peer("alpha")
+    served = FleetMCPServer(fleet.call_peer())
+    async with served, Client(served.server) as client:
+        result = await client.call_tool("alpha", {"request": "x" * (8 * 1024)})
+    assert result.is_error
+    assert "8 KiB" in result.content[0].text
+    assert len(daemon.sessions) == 1  # only the startup session: nothing was opened
+
+
+async def test_a_peer_that_echoes_the_fleets_token_never_shows_it_to_the_mcp_client(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "fleet-token-" + "q" * 24
+    monkeypatch.setenv("MCP_FLEET_TOKEN", secret)
+
+    async def leaks(turn: Turn) -> None:
+        await turn.chunk(f"partial {secret}")
+        await turn.say(f"the token is {secret}")
+
+    fleet.add_peer("leaky", leaks)
+    progress: list[str | None] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append(message)
+
+    served = FleetMCPServer(fleet.call_peer(token_env="MCP_FLEET_TOKEN"))
+    async with served, Client(served.server) as client:
+        result = await client.call_tool("leaky", {"request": "go"}, progress_callback=on_progress)
+    shown = result.model_dump_json() + repr(progress)
+    assert secret not in shown
+    assert "the token is [redacted]" in result.content[0].text
+    assert progress == ["partial [redacted]"]

@@ -82,7 +82,7 @@ def kernel_name(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield name
 
 
-def test_there_are_seven_notebooks() -> None:
+def test_there_are_eight_notebooks() -> None:
     assert [p.name for p in NOTEBOOKS] == [
         "01_delegation.ipynb",
         "02_truncation.ipynb",
@@ -91,6 +91,7 @@ def test_there_are_seven_notebooks() -> None:
         "05_your_agent.ipynb",
         "06_model_fleet.ipynb",
         "07_experiments.ipynb",
+        "08_mcp.ipynb",
     ]
 
 
@@ -498,3 +499,28 @@ def test_the_experiments_notebook_resumes_its_run_and_shows_intervals_and_confus
     )
     assert "expected" in plain and "asked" in plain  # the confusion table
     assert "client.get_executor()" in "".join(c.source for c in done.notebook.cells)
+
+
+def test_the_mcp_notebook_uses_a_servers_tools_and_serves_the_fleet_to_the_sdks_client(
+    runs: dict[str, Run],
+) -> None:
+    done = runs["08_mcp"]
+    if done.error is not None:
+        raise done.error
+    code = [c for c in done.notebook.cells if c.cell_type == "code"][1:-1]  # less guard, report
+    shown = [
+        "".join(o.get("text", "") or o.get("data", {}).get("text/plain", ""))
+        for c in code
+        for o in c.outputs
+    ]
+    text = "\n".join(shown)
+    # The keeper's model called the notes server's tools under the daemon's names.
+    assert "['notes_topics', 'notes_read', 'notes_add']" in text
+    assert "keeper: notes_add: noted under deploys" in text
+    # Served over MCP: one tool per peer, described from its card, called by the SDK's client.
+    assert "keeper: Keeps the team's notes by topic." in text
+    assert "router: Routes a request to the agent that handles it." in text
+    assert "remember: the freeze starts Friday" in text
+    assert "'peer': 'router'" in text and "'truncated': False" in text
+    trees = [t for t in shown if t.startswith("CallTree: 4 calls in 2 trees")]
+    assert trees, "both questions' trees are shown, the one asked over MCP among them"
