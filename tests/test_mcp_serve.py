@@ -357,10 +357,12 @@ async def test_a_roster_that_cannot_be_read_keeps_the_tools_last_read(
     from coreagent_sdk import CallPeer, DirectoryFunc, Peer
     from coreagent_sdk.errors import DirectoryError
 
-    answers: list[object] = [[Peer("alpha", "http://alpha.sim")], DirectoryError("hub: down")]
+    alpha, beta = Peer("alpha", "http://alpha.sim"), Peer("beta", "http://beta.sim")
+    down = DirectoryError("hub: down")
+    answers: list[object] = [[alpha], down, down, [alpha, beta]]
 
     def roster() -> list[Peer]:
-        answer = answers.pop(0) if len(answers) > 1 else answers[0]
+        answer = answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
         return answer  # type: ignore[return-value]
@@ -368,10 +370,17 @@ async def test_a_roster_that_cannot_be_read_keeps_the_tools_last_read(
     served = FleetMCPServer(CallPeer(DirectoryFunc(roster), transport=fleet.transport))
     async with served, Client(served.server) as client:
         assert await served.refresh() is False  # the hub is down now
+        assert await served.refresh() is False  # and still
         names = [t.name for t in (await client.list_tools()).tools]
+        assert await served.refresh() is True  # back, with a new peer
     await served.call_peer.aclose()
     assert names == ["alpha"]
-    assert "reading the fleet's roster failed (hub: down); serving the last" in caplog.text
+    said = [r.getMessage() for r in caplog.records if r.name == "coreagent_sdk.mcp"]
+    assert said == [
+        "mcp: reading the fleet's roster failed (hub: down); serving the tools last read until "
+        "it can be read again",
+        "mcp: the fleet's roster can be read again",
+    ]
 
 
 async def test_a_request_over_the_inject_cap_is_a_tool_error_before_any_session_opens(

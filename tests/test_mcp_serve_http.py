@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
@@ -10,12 +11,14 @@ import pytest
 
 pytest.importorskip("mcp")
 
+import mcp_types as types
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from coreagent_sdk import FakeClock
 from coreagent_sdk.errors import TokenUnsetError
-from coreagent_sdk.mcp import AgentMCPServer
-from simulator import behaviors
+from coreagent_sdk.mcp import AgentMCPServer, FleetMCPServer
+from simulator import Fleet, behaviors
 
 TOKEN = "mcp-test-token-" + "k" * 24
 
@@ -109,3 +112,51 @@ async def test_a_request_naming_another_host_is_refused_by_the_sdks_rebinding_gu
             url, headers={"Host": "evil.example:80"}, json={"jsonrpc": "2.0", "id": 1}
         )
     assert answer.status_code in (400, 421)
+
+
+async def test_an_http_client_of_the_handshake_era_is_told_when_the_fleet_changes() -> None:
+    clock = FakeClock()
+    fleet = Fleet(clock=clock)
+    fleet.add_peer("alpha", behaviors.echo())
+    told: list[object] = []
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            told.append(message)
+
+    served = FleetMCPServer(fleet.call_peer(), clock=clock, poll_interval=1)
+    try:
+        async with (
+            served.serve_http(port=0) as url,
+            Client(url, mode="legacy", message_handler=on_message) as client,
+        ):
+            before = [t.name for t in (await client.list_tools()).tools]
+            fleet.add_peer("beta", behaviors.echo())
+            await clock.until_sleeping()
+            clock.advance(1)
+            for _ in range(300):  # bounded: three seconds at most
+                if told:
+                    break
+                await asyncio.sleep(0.01)
+            after = [t.name for t in (await client.list_tools()).tools]
+    finally:
+        await fleet.aclose()
+    assert (before, after, len(told)) == (["alpha"], ["alpha", "beta"], 1)
+
+
+async def test_a_body_that_is_not_json_rpc_is_refused_and_the_server_goes_on() -> None:
+    served = AgentMCPServer(behaviors.echo(), name="echo")
+    async with served.serve_http(port=0) as url, httpx.AsyncClient(timeout=10) as http:
+        answer = await http.post(
+            url,
+            content=b"{this is not json",
+            headers={
+                "Content-Type": "application/json",
+                "Accept": "application/json, text/event-stream",
+            },
+        )
+        async with Client(url) as client:
+            result = await client.call_tool("echo", {"request": "still here"})
+    assert answer.status_code == 400
+    assert answer.json()["error"]["code"] == -32700
+    assert result.content[0].text == "still here"

@@ -64,12 +64,13 @@ class ToolRoster:
         self._cards: dict[tuple[str, str], str] = {}
         self._lock = asyncio.Lock()
         self._warned: set[str] = set()
+        self._failing = False  # the last roster read failed (logged once until one succeeds)
 
     async def refresh(self) -> bool:
         """Read the roster now; True when the tools (names or descriptions) changed.
 
-        A directory that fails or stalls keeps the tools last read (logged once a
-        read): a hub that blinks must not empty an MCP host's tool list.
+        A directory that fails or stalls keeps the tools last read (logged once until
+        a read succeeds again): a hub that blinks must not empty an MCP host's tool list.
         """
         if self.fixed:
             return False
@@ -79,11 +80,20 @@ class ToolRoster:
                     self.call_peer.directory.peers(), self.roster_timeout
                 )
             except (asyncio.TimeoutError, CoreAgentError, OSError) as exc:
-                why = "timed out" if isinstance(exc, asyncio.TimeoutError) else scrub(str(exc))
-                _log.warning("mcp: reading the fleet's roster failed (%s); serving the last", why)
+                if not self._failing:  # once per outage, not once per poll
+                    why = "timed out" if isinstance(exc, asyncio.TimeoutError) else str(exc)
+                    _log.warning(
+                        "mcp: reading the fleet's roster failed (%s); serving the tools last "
+                        "read until it can be read again",
+                        scrub(why),
+                    )
+                self._failing = True
                 return False
             finally:
                 self.read_at = self.clock.now()
+            if self._failing:
+                self._failing = False
+                _log.warning("mcp: the fleet's roster can be read again")
             tools = await self._described(self._chosen(peers))
             changed = [(t.name, t.description) for t in tools] != [
                 (t.name, t.description) for t in self.tools
