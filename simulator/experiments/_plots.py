@@ -2,6 +2,19 @@
 
 Each plot returns its matplotlib ``Axes`` (a new figure unless ``ax`` is
 given), so a notebook can restyle it or put several side by side.
+
+Readable by construction, not by luck:
+
+- A setting is labelled by the parameters that vary between the settings
+  shown (a parameter with one value is said once, in the title, not on
+  every bar).
+- Cost is drawn in a unit that fits it: a simulated model's trial costs
+  millionths of a dollar, which as dollars prints ticks like ``0.000001``
+  over each other; µ$ or m$ keep the numbers short.
+- Points are told apart by a legend outside the data, not by labels that
+  overlap each other and run off the axes.
+- Text from a run (a setting holding ``$``) is drawn as text, never as
+  matplotlib's mathtext.
 """
 
 from __future__ import annotations
@@ -16,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["cost_distribution", "cost_vs_accuracy", "distribution", "pass_rate"]
 
 
-def _axes(ax: Any, height: float) -> Any:
+def _axes(ax: Any, height: float, width: float = 6.5) -> Any:
     if ax is not None:
         return ax
     try:
@@ -25,14 +38,53 @@ def _axes(ax: Any, height: float) -> Any:
         raise ImportError(
             "experiments: plots need matplotlib: pip install 'coreagent-sdk[jupyter]'"
         ) from None
-    _, made = plt.subplots(figsize=(6.5, max(1.8, height)))
+    _, made = plt.subplots(figsize=(width, max(1.8, height)), layout="constrained")
     return made
 
 
-# Labels are text, never TeX (parse_math=False wherever one is drawn): a grid value holding
-# "$^$" raised mathtext's ValueError at the draw, and "$x$" came out in italics.
+def _text(value: object) -> str:
+    # A "$" pair would start mathtext (and raise on what is not TeX): drawn as itself.
+    return str(value).replace("$", r"\$")
+
+
+def _varying(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> list[str]:
+    from ._results import _hashable
+
+    varying = [n for n in names if len({_hashable(r.get(n)) for r in rows}) > 1]
+    return varying or list(names)
+
+
 def _label(setting: dict[str, Any], names: Sequence[str]) -> str:
-    return ", ".join(f"{n}={setting[n]}" for n in names) or "all trials"
+    return _text(", ".join(f"{n}={setting[n]}" for n in names)) or "all trials"
+
+
+def _fixed(rows: Sequence[dict[str, Any]], names: Sequence[str], shown: Sequence[str]) -> str:
+    fixed = [n for n in names if n not in shown and rows]
+    return _text(", ".join(f"{n}={rows[0].get(n)}" for n in fixed))
+
+
+def _title(
+    ax: Any, rows: Sequence[dict[str, Any]], names: Sequence[str], shown: Sequence[str]
+) -> None:
+    fixed = _fixed(rows, names, shown)
+    if fixed:
+        ax.set_title(fixed, fontsize=9, loc="left")
+
+
+def _money(values: Sequence[float]) -> tuple[float, str]:
+    """A scale and unit that keep cost ticks short: ($, 1), (m$, 1e3) or (µ$, 1e6)."""
+    top = max((abs(v) for v in values if v is not None and not math.isnan(v)), default=0.0)
+    if top == 0 or top >= 1:
+        return 1.0, "$"
+    if top >= 1e-3:
+        return 1e3, "m$, thousandths of a dollar"
+    return 1e6, "µ$, millionths of a dollar"
+
+
+def _short_ticks(ax: Any, axis: str = "x") -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    getattr(ax, f"{axis}axis").set_major_locator(MaxNLocator(nbins=5))
 
 
 def pass_rate(results: Results, by: str | Sequence[str] | None, ax: Any) -> Any:
@@ -40,33 +92,47 @@ def pass_rate(results: Results, by: str | Sequence[str] | None, ax: Any) -> Any:
 
     rows = results.summary_rows(by)
     names = results._by(by)
-    ax = _axes(ax, 0.35 * len(rows) + 1)
-    labels = [_label(r, names) for r in rows]
+    shown = _varying(rows, names)
+    ax = _axes(ax, 0.35 * len(rows) + 1.2)
+    labels = [_label(r, shown) for r in rows]
     rates = [r["pass_rate"] for r in rows]
     errors = [[r["pass_rate"] - r["low"] for r in rows], [r["high"] - r["pass_rate"] for r in rows]]
-    ax.barh(range(len(labels)), rates, xerr=errors, color="#54aeff", capsize=3)
-    ax.set_yticks(range(len(labels)), labels, parse_math=False)
+    positions = list(range(len(rows)))
+    ax.barh(positions, rates, xerr=errors, color="#54aeff", capsize=3)
+    ax.set_yticks(positions, labels)
     ax.set_xlim(0, 1)
     ax.invert_yaxis()
     ax.set_xlabel(f"pass rate ({INTERVAL}, 95%)")
+    _title(ax, rows, names, shown)
     return ax
 
 
 def distribution(
-    results: Results, column: str, label: str, by: str | Sequence[str] | None, ax: Any
+    results: Results,
+    column: str,
+    label: str,
+    by: str | Sequence[str] | None,
+    ax: Any,
+    scale: float = 1.0,
 ) -> Any:
     names = results._by(by)
     groups = results._groups(names)
-    ax = _axes(ax, 0.35 * len(groups) + 1)
-    data = [[r[column] for r in rows if r.get(column) is not None] for rows in groups.values()]
-    labels = [_label(dict(zip(names, key, strict=True)), names) for key in groups]
+    settings = [dict(zip(names, key, strict=True)) for key in groups]
+    shown = _varying(settings, names)
+    ax = _axes(ax, 0.35 * len(groups) + 1.2)
+    data = [
+        [r[column] * scale for r in rows if r.get(column) is not None] for rows in groups.values()
+    ]
+    labels = [_label(s, shown) for s in settings]
     try:
         ax.boxplot(data, orientation="horizontal")
     except TypeError:  # matplotlib before 3.10
         ax.boxplot(data, vert=False)
-    ax.set_yticks(range(1, len(labels) + 1), labels, parse_math=False)
+    ax.set_yticks(range(1, len(labels) + 1), labels)
     ax.invert_yaxis()
     ax.set_xlabel(label)
+    _short_ticks(ax)
+    _title(ax, settings, names, shown)
     return ax
 
 
@@ -76,7 +142,8 @@ def _priced(results: Results) -> bool:
 
 def cost_distribution(results: Results, by: str | Sequence[str] | None, ax: Any) -> Any:
     if _priced(results):
-        return distribution(results, "cost", "cost per trial ($)", by, ax)
+        scale, unit = _money([r["cost"] for r in results.rows if r.get("cost") is not None])
+        return distribution(results, "cost", f"cost per trial ({unit})", by, ax, scale)
     for row in results.rows:  # tokens, when no price table was given
         row.setdefault("_tokens", row["tokens_in"] + row["tokens_out"])
     try:
@@ -89,17 +156,27 @@ def cost_distribution(results: Results, by: str | Sequence[str] | None, ax: Any)
 def cost_vs_accuracy(results: Results, by: str | Sequence[str] | None, ax: Any) -> Any:
     rows = results.summary_rows(by)
     names = results._by(by)
-    ax = _axes(ax, 3.2)
+    shown = _varying(rows, names)
+    ax = _axes(ax, 3.2, width=8.0)
     priced = _priced(results)
-    xs = [r["mean_cost"] if priced else r["mean_tokens"] for r in rows]
-    ys = [r["pass_rate"] for r in rows]
-    errors = [[r["pass_rate"] - r["low"] for r in rows], [r["high"] - r["pass_rate"] for r in rows]]
-    ax.errorbar(xs, ys, yerr=errors, fmt="o", capsize=3)
-    for x, y, r in zip(xs, ys, rows, strict=True):
-        if x is not None and not math.isnan(y):
-            ax.annotate(_label(r, names), (x, y), fontsize=7, xytext=(4, 2),
-                        textcoords="offset points", parse_math=False)  # fmt: skip
-    ax.set_xlabel("mean cost per trial ($)" if priced else "mean tokens per trial")
+    raw = [r["mean_cost"] if priced else r["mean_tokens"] for r in rows]
+    scale, unit = _money([v for v in raw if v is not None]) if priced else (1.0, "")
+    markers = "osD^v<>pPX*h"
+    for i, (x, r) in enumerate(zip(raw, rows, strict=True)):
+        if x is None or math.isnan(r["pass_rate"]):
+            continue
+        ax.errorbar(
+            [x * scale], [r["pass_rate"]],
+            yerr=[[r["pass_rate"] - r["low"]], [r["high"] - r["pass_rate"]]],
+            fmt=markers[i % len(markers)], capsize=3, label=_label(r, shown),
+        )  # fmt: skip
+    ax.set_xlabel(f"mean cost per trial ({unit})" if priced else "mean tokens per trial")
     ax.set_ylabel("pass rate")
     ax.set_ylim(0, 1.05)
+    ax.margins(x=0.15)
+    _short_ticks(ax)
+    if rows:
+        # Outside the data, on the right: as many settings as there are, none over a point.
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    _title(ax, rows, names, shown)
     return ax
