@@ -336,17 +336,57 @@ class _Pace:
         self.next = max(now, self.next) + self.gap
 
 
+class _SavedLine:
+    """A file tqdm writes its bar to, shown in a notebook as one display updated in place.
+
+    tqdm's notebook widget is saved with the text it had when it was first shown
+    ("0% 0/300"): a saved notebook, nbconvert and the docs site never see it move.
+    A display with an id, updated in place, is saved as it was last updated: the
+    final count.
+    """
+
+    def __init__(self, display: Any) -> None:
+        self._display = display
+        self._handle: Any = None
+
+    def write(self, text: str) -> None:
+        line = text.strip("\r\n").rstrip()
+        if not line:
+            return
+        shown = {"text/plain": line}
+        if self._handle is None:
+            self._handle = self._display.display(shown, raw=True, display_id=True)
+        else:
+            self._handle.update(shown, raw=True)
+
+    def flush(self) -> None:
+        pass
+
+
+def _in_kernel() -> Any:
+    import sys
+
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
 def _progress(progress: bool | None, total: int, initial: int, desc: str) -> Any:
     if progress is False:
         return None
     try:
-        from tqdm.auto import tqdm
+        from tqdm.std import tqdm
     except ImportError:
         if progress:
             raise ImportError(
                 "experiments: progress=True needs tqdm: pip install 'coreagent-sdk[experiments]'"
             ) from None
         return None
+    if _in_kernel():
+        import IPython.display
+
+        return tqdm(total=total, initial=initial, desc=desc, unit="trial", ncols=100,
+                    file=_SavedLine(IPython.display), mininterval=0.5)  # fmt: skip
     return tqdm(total=total, initial=initial, desc=desc, unit="trial", dynamic_ncols=True)
 
 
@@ -654,8 +694,9 @@ def run(
             executor, trials at once inside each chunk.
         budget (Budget | None): A `Budget` (tokens, cost, wall time) that stops the run
             cleanly.
-        progress (bool | None): A tqdm progress bar (a widget in Jupyter, text in a
-            terminal); None (default): shown when tqdm is installed.
+        progress (bool | None): A tqdm progress bar (in Jupyter a line updated in place,
+            which a saved notebook keeps at its final count; text in a terminal);
+            None (default): shown when tqdm is installed.
         rate (float | None): Trials started per second at most (real models' rate limits);
             None: no limit.
         recordings (str | os.PathLike[str] | None): A folder where each trial's
