@@ -498,6 +498,8 @@ def test_the_experiments_notebook_resumes_its_run_and_shows_intervals_and_confus
         "".join(o.get("data", {}).get("text/plain", "")) for c in code for o in c.outputs
     )
     assert "expected" in plain and "asked" in plain  # the confusion table
+    assert "paired by case" in plain and "CaseDiff(persona='terse' -> persona='careful'" in plain
+    assert "route: expected" in plain  # a flipped trial's tree explains itself
     # The saved progress bars show where each run ended, not the "0/300" they started at.
     assert re.search(r"routing: 100%.*300/300", plain), plain[:2000]
     assert "client.get_executor()" in "".join(c.source for c in done.notebook.cells)
