@@ -90,7 +90,8 @@ class GoHeaderLimits(_HeaderLimits, H11Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._limits_init()
-        self.conn = _CheckedConnection(self, self.config.h11_max_incomplete_event_size or 0)
+        size = self.config.h11_max_incomplete_event_size  # None: served without our options
+        self.conn = _CheckedConnection(self, MAX_HEADER_BYTES if size is None else size)
 
     def _reading_head(self) -> bool:
         return self.conn.their_state is h11.IDLE

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import re
+import socket
 import tracemalloc
 from collections.abc import AsyncIterator
 
@@ -453,3 +454,37 @@ async def test_3000_idle_and_1000_slowloris_connections_do_not_starve_a_real_cli
     assert "still there?" in await served.prompts_once_another_turn_ran()
     assert still_held == 4000  # answered while every one of them was held
     assert closed == [b""] * 4000  # then closed by the host, unanswered, as net/http does
+
+
+async def test_h11_served_without_the_hosts_options_still_reads_a_request_split_in_two() -> None:
+    """`uvicorn.Config(host.app, http=GoHeaderLimits)` alone, without `uvicorn_options()`:
+    the checked h11 connection keeps uvicorn's own buffer size, not none at all."""
+    import uvicorn
+
+    host = AgentHost("echo")
+    config = uvicorn.Config(host.app, http=GoHeaderLimits, lifespan="off", log_level="warning")
+    server = uvicorn.Server(config)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    serving = asyncio.ensure_future(server.serve(sockets=[sock]))
+    try:
+        for _ in range(500):  # bounded: uvicorn says when it listens, polled for 10 s at most
+            if server.started:
+                break
+            await asyncio.sleep(0.02)
+        reader, writer = await asyncio.open_connection("127.0.0.1", sock.getsockname()[1])
+        try:
+            for part in (WHOAMI[:20], WHOAMI[20:]):
+                writer.write(part)
+                await writer.drain()
+                await asyncio.sleep(0.05)
+            got = await asyncio.wait_for(reader.readuntil(WHOAMI_ANSWER), 5)
+        finally:
+            writer.close()
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(serving, 10)
+        sock.close()
+        await host.aclose()
+    assert got.startswith(b"HTTP/1.1 200 "), got[:200]
