@@ -171,6 +171,8 @@ class Fleet:
         registry: The hub's `PeerRegistry`: names, endpoints, labels and leases.
         transport: The in-process `RoutingTransport` that reaches every daemon.
         daemons: Every simulated daemon by name, the hub included.
+        a2a_peers: The fleet's A2A agents (`add_a2a_peer`) by name: each one's card,
+            executor and app, built with the A2A SDK's own server classes.
         hub: The hub's daemon.
         raise_behavior_errors: Whether `check_behaviors()` re-raises a behaviour's exception.
         behavior_errors: The exceptions behaviours raised, kept while

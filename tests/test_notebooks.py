@@ -82,7 +82,7 @@ def kernel_name(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield name
 
 
-def test_there_are_eight_notebooks() -> None:
+def test_there_are_nine_notebooks() -> None:
     assert [p.name for p in NOTEBOOKS] == [
         "01_delegation.ipynb",
         "02_truncation.ipynb",
@@ -92,6 +92,7 @@ def test_there_are_eight_notebooks() -> None:
         "06_model_fleet.ipynb",
         "07_experiments.ipynb",
         "08_mcp.ipynb",
+        "09_a2a.ipynb",
     ]
 
 

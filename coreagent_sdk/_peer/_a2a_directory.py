@@ -123,6 +123,7 @@ class A2ADirectory:
 
     Attributes:
         cards: The card URLs, by name for a mapping (None for a list).
+        allowed_hosts: The `HostAllowList` the card URLs had to pass (None: any host).
         timeout: Seconds one lookup may take outside `CallPeer` (whose deadline governs it).
         max_age: Seconds a card read may be reused (None: read on every lookup).
     """
