@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["BAD_REQUEST", "UNSUPPORTED_TE", "refusal", "status_error"]
+__all__ = ["BAD_REQUEST", "UNSUPPORTED_TE", "absolute_form", "refusal", "status_error"]
 
 # server.go conn.serve: every refusal carries these headers, then the connection closes.
 _ERROR_HEADERS = b"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
@@ -52,6 +52,19 @@ _HOST = re.compile(rb"[0-9A-Za-z!$%&'()*+,\-.:;=\[\]_~]*")
 # httpguts ValidHeaderFieldValue: a control character (but tab) or DEL is refused.
 _CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _DIGITS = re.compile(rb"[0-9]+")
+_ABSOLUTE = re.compile(rb"[A-Za-z][A-Za-z0-9+.\-]*://([^/?#]*)")
+
+
+def absolute_form(target: bytes) -> tuple[bytes, bytes] | None:
+    """`(authority, path and query)` of an absolute-form target (`http://a:1/p?q`), else None.
+
+    net/http routes such a request by its path, and takes its authority for the request's
+    host, ignoring any Host header (`request.go` `readRequest`, RFC 9112 3.2.2).
+    """
+    match = _ABSOLUTE.match(target)
+    if match is None:
+        return None
+    return match[1], target[match.end() :] or b"/"
 
 
 def refusal(

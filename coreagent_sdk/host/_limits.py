@@ -41,7 +41,7 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ._chunk_lines import ChunkLines
-from ._go_requests import BAD_REQUEST, UNSUPPORTED_TE, refusal
+from ._go_requests import BAD_REQUEST, UNSUPPORTED_TE, absolute_form, refusal
 from ._header_limits import IDLE_TIMEOUT, MAX_HEADER_BYTES, READ_HEADER_TIMEOUT, _HeaderLimits
 
 __all__ = [
@@ -55,8 +55,6 @@ __all__ = [
 
 # h11 reads `Content-Length: 4, 4` as 4 (and says so in the event); net/http refuses it.
 _LENGTH_LIST = re.compile(rb"(?im)^content-length[ \t]*:[^\r\n]*,")
-# An absolute-form target (`GET http://host/path`): net/http routes it by its path.
-_ABSOLUTE = re.compile(rb"[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*")
 
 
 class _CheckedConnection(h11.Connection):
@@ -110,10 +108,12 @@ class GoHeaderLimits(_HeaderLimits, H11Protocol):
             raise h11.RemoteProtocolError("refused as net/http refuses it")
         if any(name == b"transfer-encoding" for name, _ in headers):
             self._chunks = ChunkLines()  # refusal() let it through: it is `chunked`
-        absolute = _ABSOLUTE.match(event.target)
+        absolute = absolute_form(event.target)
         if absolute is None:
             return event
-        path = event.target[absolute.end() :] or b"/"
+        authority, path = absolute
+        if authority:
+            headers = [(name, authority if name == b"host" else v) for name, v in headers]
         return h11.Request(
             method=event.method, target=path, headers=headers, http_version=event.http_version
         )

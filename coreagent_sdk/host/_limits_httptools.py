@@ -31,7 +31,7 @@ import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from ._chunk_lines import ChunkLines
-from ._go_requests import UNSUPPORTED_TE, refusal
+from ._go_requests import UNSUPPORTED_TE, absolute_form, refusal
 from ._header_limits import _HeaderLimits
 
 __all__ = ["GoHeaderLimitsHttpTools"]
@@ -101,6 +101,11 @@ class GoHeaderLimitsHttpTools(_HeaderLimits, HttpToolsProtocol):
             raise _NotGoRequest("missing required Host header" if not hosts else "too many Hosts")
         if any(name == b"transfer-encoding" for name, _ in self.headers):
             self._chunks = ChunkLines()  # refusal() let it through: it is `chunked`
+        absolute = absolute_form(self.url)
+        if absolute is not None and absolute[0]:  # its authority is the request's host
+            self.headers[:] = [
+                (name, absolute[0] if name == b"host" else value) for name, value in self.headers
+            ]
         self._unread += 1
         self._unanswered += 1
         target = self.url
@@ -110,7 +115,7 @@ class GoHeaderLimitsHttpTools(_HeaderLimits, HttpToolsProtocol):
         # net/http reads a target up to the header limit; uvicorn's parse of it would fail.
         self.url = b"/"
         super().on_headers_complete()
-        raw_path, _, query = target.partition(b"?")
+        raw_path, _, query = (target if absolute is None else absolute[1]).partition(b"?")
         self.scope["raw_path"] = raw_path
         self.scope["path"] = self.root_path + unquote(raw_path.decode("ascii"))
         self.scope["query_string"] = query

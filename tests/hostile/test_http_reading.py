@@ -260,11 +260,14 @@ async def test_a_transfer_coding_on_http_1_0_is_refused_rather_than_framed_other
 
 
 @pytest.mark.parametrize("size", [100 * 1024, (1 << 20) - 512])
-async def test_a_request_line_is_served_up_to_the_header_limit(served: Served, size: int) -> None:
+@pytest.mark.parametrize("form", [b"", b"http://127.0.0.1"], ids=["origin", "absolute"])
+async def test_a_request_line_is_served_up_to_the_header_limit(
+    served: Served, size: int, form: bytes
+) -> None:
     """net/http reads the request line within the same 1 MiB + 4 KiB as the headers
     (httptools refused a 100 KiB one: its URL parser stops at 64 KiB)."""
-    query = b"q=" + b"a" * (size - len(b"GET /sessions? HTTP/1.1\r\n") - 2)
-    line = b"GET /sessions?" + query + b" HTTP/1.1\r\n"
+    query = b"q=" + b"a" * (size - len(b"GET /sessions? HTTP/1.1\r\n" + form) - 2)
+    line = b"GET " + form + b"/sessions?" + query + b" HTTP/1.1\r\n"
     assert len(line) == size
     got = await served.exchange(line + HOST + b"Connection: close\r\n\r\n")
     assert got.startswith(b"HTTP/1.1 200 "), got[:200]
@@ -488,3 +491,15 @@ async def test_h11_served_without_the_hosts_options_still_reads_a_request_split_
         sock.close()
         await host.aclose()
     assert got.startswith(b"HTTP/1.1 200 "), got[:200]
+
+
+async def test_an_absolute_form_targets_authority_is_the_requests_host(served: Served) -> None:
+    """`request.go` `readRequest`: for `POST http://authority/path`, `req.Host` is the
+    target's authority and any Host header is ignored, so the session's `url` names it."""
+    got = await served.exchange(
+        b"POST http://127.0.0.1:7004/sessions HTTP/1.1\r\nHost: 127.0.0.1:1\r\n"
+        + JSON
+        + b"Content-Length: 0\r\n\r\n"
+    )
+    assert got.startswith(b"HTTP/1.1 201 "), got[:200]
+    assert b'"url":"http://127.0.0.1:7004/sessions/core-agent/' in got, got
