@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from coreagent_sdk import endpoint_problem
 
@@ -49,3 +51,46 @@ def test_an_absolute_http_url_with_a_host_is_accepted(url: str) -> None:
 
 def test_a_non_string_endpoint_is_refused() -> None:
     assert endpoint_problem(None) == "it is a NoneType, not a string"
+
+
+# --- the plain endpoints one match accepts are exactly those the parsers accept ------------
+
+
+def _parsed_problem(url: str) -> str | None:
+    from coreagent_sdk._http._endpoint import _string_problem
+
+    return _string_problem.__wrapped__(url)  # the parsers' way, past the cache
+
+
+@given(
+    st.from_regex(
+        r"https?://[a-z0-9][a-z0-9.-]{0,70}(:[0-9]{1,6})?(/[A-Za-z0-9._~-]{0,12}){0,3}",
+        fullmatch=True,
+    )
+)
+@settings(max_examples=400, deadline=None)
+def test_an_endpoint_of_plain_characters_is_judged_as_the_parsers_judge_it(url: str) -> None:
+    from coreagent_sdk._http._endpoint import plain_endpoint
+
+    assert (endpoint_problem(url) is None) is (_parsed_problem(url) is None), url
+    if plain_endpoint(url):
+        assert _parsed_problem(url) is None, url  # the match accepts only what both parsers do
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://999.1.1.1",  # all digits: an IPv4 address httpx refuses, never the match's
+        "http://p-1.sim:0",
+        "http://p-1.sim:65536",
+        "http://-p.sim",
+        "http://p-.sim",
+        "http://a..b",
+        "http://" + "a" * 64 + ".sim",  # a label past 63 characters: left to the parsers
+        "http://P-1.sim",  # upper case: left to the parsers (which accept it)
+        "http://p-1.sim/a b",
+        "http://p-1.sim?x=1",
+    ],
+)
+def test_edges_of_the_plain_shape_are_judged_as_the_parsers_judge_them(url: str) -> None:
+    assert (endpoint_problem(url) is None) is (_parsed_problem(url) is None), url

@@ -14,6 +14,8 @@ from typing import Any
 import httpx
 import pytest
 import respx
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from coreagent_sdk import AttachClient
 from coreagent_sdk._http._plumbing import make_http_client
@@ -154,3 +156,25 @@ async def test_hooks_auth_and_httpxs_log_still_see_each_request_of_the_sdks_clie
     with pytest.raises(RuntimeError, match="closed"):
         await client.send(client.build_request("GET", BASE + "/e"), stream=True)
     await asyncio.sleep(0)
+
+
+@given(
+    st.from_regex(r"https?://[a-z0-9][a-z0-9.-]{0,40}(:[0-9]{1,5})?", fullmatch=True),
+)
+@settings(max_examples=300, deadline=None)
+def test_a_plain_base_put_into_a_template_is_the_url_httpx_parses(base: str) -> None:
+    from coreagent_sdk._http._requests import parsed_base
+
+    try:
+        want = httpx.URL(base)
+    except httpx.InvalidURL:
+        return  # refused at the endpoint check before any client is made
+    got = parsed_base(base)
+    assert (got, got.raw_path, str(got), got.netloc, got.port, got.host) == (
+        want,
+        want.raw_path,
+        str(want),
+        want.netloc,
+        want.port,
+        want.host,
+    )

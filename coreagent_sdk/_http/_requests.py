@@ -16,13 +16,16 @@ segments, no query): anything else takes `build_request`.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
-__all__ = ["Requests"]
+from ._endpoint import plain_endpoint
+
+__all__ = ["Requests", "parsed_base"]
 
 # A path needing no percent-encoding and no parsing: what checked segments make.
 _PLAIN_PATH = re.compile(r"(?:/[A-Za-z0-9._~:+\-]*)+")
@@ -55,6 +58,54 @@ def _url_joiner() -> Any:
 
 _join = _url_joiner()
 
+# A plain base (`_endpoint._plain`: a lower-case host name, an optional port, no path), as
+# a fleet's or a hub's endpoints are: parsed by putting its host into a parsed template of
+# its scheme and port, not by parsing it whole. A tool calling 10,000 peers at random made a
+# client (and parsed a base) on nearly every call; the parse was most of that client's cost.
+_BASE = re.compile(r"(https?)://([a-z0-9.-]+)(?::([0-9]{1,5}))?")
+
+
+@functools.lru_cache(maxsize=64)
+def _template(scheme: str, port: str | None) -> httpx.URL:
+    return httpx.URL(f"{scheme}://template.invalid{':' + port if port else ''}")
+
+
+def _put_host(base: str) -> httpx.URL | None:
+    match = _BASE.fullmatch(base)
+    if match is None or not plain_endpoint(base):
+        return None
+    scheme, host, port = match.groups()
+    url = httpx.URL.__new__(httpx.URL)
+    url._uri_reference = _template(scheme, port)._uri_reference._replace(host=host)
+    return url
+
+
+def _host_putter() -> Any:
+    """`_put_host`, if it builds what parsing builds for this httpx (checked once, here)."""
+    try:
+        for probe in ("http://p-1.sim", "https://a.b-c.example:8443", "http://x.y:80"):
+            put, parsed = _put_host(probe), httpx.URL(probe)
+            if put is None or (put, put.raw_path, str(put), put.netloc, put.port) != (
+                parsed,
+                parsed.raw_path,
+                str(parsed),
+                parsed.netloc,
+                parsed.port,
+            ):
+                return None
+    except Exception:  # another httpx: the parsing way only
+        return None
+    return _put_host
+
+
+_put = _host_putter()
+
+
+def parsed_base(base_url: str) -> httpx.URL:
+    """`httpx.URL(base_url)`, without parsing it whole where it is a plain base."""
+    put = _put(base_url) if _put is not None else None
+    return put if put is not None else httpx.URL(base_url)
+
 
 class Requests:
     """Requests to `base_url` through `client`, whose default headers are fixed.
@@ -65,7 +116,7 @@ class Requests:
     """
 
     def __init__(self, client: httpx.AsyncClient, base_url: str) -> None:
-        self._base = httpx.URL(base_url)
+        self._base = parsed_base(base_url)
         self._defaults = client.headers
         self._host = (b"Host", self._base.netloc)
         # Merged header lists, by the identity of the caller's fixed header dicts.

@@ -955,18 +955,33 @@ class StoreFile:
 
     # --- reads and the rest ---------------------------------------------------
 
-    async def read(self, fn: Callable[[_Db], _T]) -> _T:
-        """`fn` of the connection, after every write made before it was committed."""
-        db = await self._ready()
+    def _commit_for(self, agent: str | None) -> None:
+        """Commit this loop's queued writes now if a read of `agent`'s rows must see them.
+
+        A read of one agent's rows sees nothing of another's: only a write of its own
+        makes the commit come early. In a shared file of 10,000 agents, each one's
+        first read (its host opening) committed every host's writes of that moment,
+        one commit per agent woken instead of one per moment.
+        """
+        if agent is not None:
+            queued = self._pending.get(asyncio.get_running_loop())
+            if not queued or all(w.agent != agent for w, _, _ in queued):
+                return
         self._commit_pending()
+
+    async def read(self, fn: Callable[[_Db], _T], agent: str | None = None) -> _T:
+        """`fn` of the connection, after every write made before it was committed (every
+        write of `agent`, when `fn` reads only that agent's rows)."""
+        db = await self._ready()
+        self._commit_for(agent)
         with self._lock:
             return fn(db)
 
-    async def read_off_loop(self, fn: Callable[[_Db], _T]) -> _T:
+    async def read_off_loop(self, fn: Callable[[_Db], _T], agent: str | None = None) -> _T:
         """`fn` on the worker thread (its own connection), after every write made before it
-        was committed: for reads long enough that the loop should not wait for them."""
+        was committed (of `agent`, as `read`): for reads the loop should not wait for."""
         db = await self._ready()
-        self._commit_pending()
+        self._commit_for(agent)
         return await asyncio.wrap_future(self._start().submit(fn, db))
 
     async def check(self) -> None:
@@ -1084,7 +1099,7 @@ class SessionStore:
         agent = self.agent
         if self._exclusive:
             self.file.claim(agent, self)  # again after an aclose() gave the key up
-        return await self.file.read(lambda db: db.last_session(agent))
+        return await self.file.read(lambda db: db.last_session(agent), agent)
 
     def append(
         self,
@@ -1112,7 +1127,7 @@ class SessionStore:
         if not self.opened:
             return None
         agent = self.agent
-        return await self.file.read(lambda db: db.get(agent, session_id))
+        return await self.file.read(lambda db: db.get(agent, session_id), agent)
 
     async def page(
         self, session_id: str, after: int, upto: int, first: bool
@@ -1120,7 +1135,7 @@ class SessionStore:
         """A page of a session's events after `after` up to `upto` (see `_Db.page`)."""
         agent = self.agent
         return await self.file.read_off_loop(
-            lambda db: db.page(agent, session_id, after, upto, first)
+            lambda db: db.page(agent, session_id, after, upto, first), agent
         )
 
     async def rows(self, skip: frozenset[str] = frozenset()) -> list[StoredSession]:
@@ -1128,7 +1143,7 @@ class SessionStore:
         if not self.opened:
             return []
         agent = self.agent
-        return await self.file.read_off_loop(lambda db: db.rows(agent, skip))
+        return await self.file.read_off_loop(lambda db: db.rows(agent, skip), agent)
 
     async def aclose(self) -> None:
         """Finish every write; close a file of its own (a shared one stays open for others)."""
