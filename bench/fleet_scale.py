@@ -3,8 +3,10 @@
 Every table is measured in this run and printed as ratios against a baseline
 from the same run:
 
-1. In-process delegations/s, 50 calls in flight, echo peers, each call to the
-   next peer round-robin: with the fleet's default directory
+1. In-process delegations/s, 50 calls in flight, echo peers, each call to a
+   peer chosen at random (seeded: the same sequence for every size, as
+   `bench/sim_inproc.py` chooses them; round-robin met each peer's state in the
+   order it was made and hid what a large roster costs): with the fleet's default directory
    (`fleet.call_peer()`, which resolves names in the hub's registry) and with
    `HubDirectory` over the in-process transport (`GET /peers` per lookup,
    shared by the calls in flight), and `HubDirectory(max_age=1)` (lookups
@@ -32,6 +34,7 @@ import argparse
 import asyncio
 import gc
 import itertools
+import random
 import time
 import tracemalloc
 from collections import Counter
@@ -42,6 +45,7 @@ from simulator import Fleet, behaviors
 
 PROMPT = "ping"
 IN_FLIGHT = 50
+SEED = 38  # the peers' order in table 1, as bench/sim_inproc.py's
 
 
 def build(size: int, *, ttl: float = 60) -> Fleet:
@@ -60,15 +64,18 @@ async def rate(
     *,
     max_calls: int = 200_000,
     failures: Counter[str] | None = None,
+    at_random: bool = False,
 ) -> tuple[float, int]:
     """Delegations/s with `in_flight` workers calling peers round-robin for ~`seconds`.
 
-    `failures`, when given, counts each failed call by its kind (`failure_kind`).
+    `at_random`: each call to a peer chosen at random (seeded) instead. `failures`,
+    when given, counts each failed call by its kind (`failure_kind`).
     """
     done = 0
     errors = 0
     stop_at = time.perf_counter() + seconds
     counter = iter(range(max_calls))
+    pick = random.Random(SEED).randrange
 
     async def worker() -> None:
         nonlocal done, errors
@@ -76,7 +83,8 @@ async def rate(
             if time.perf_counter() >= stop_at:
                 return
             try:
-                result = await tool.acall(peer=f"p-{n % size}", prompt=PROMPT)
+                peer = pick(size) if at_random else n % size
+                result = await tool.acall(peer=f"p-{peer}", prompt=PROMPT)
                 assert result.response == PROMPT
                 done += 1
             except Exception as exc:
@@ -98,7 +106,7 @@ def failure_kind(exc: Exception) -> str:
 
 
 async def in_process(sizes: list[int], rounds: int, seconds: float) -> None:
-    print(f"1. in-process, {IN_FLIGHT} calls in flight, echo peers, calls round-robin over peers")
+    print(f"1. in-process, {IN_FLIGHT} calls in flight, echo peers, each call to a random peer")
     fleets = {size: build(size) for size in sizes}
     tools: dict[tuple[str, int], CallPeer] = {}
     for size, fleet in fleets.items():
@@ -114,10 +122,10 @@ async def in_process(sizes: list[int], rounds: int, seconds: float) -> None:
     best: dict[tuple[str, int], float] = {}
     errors = 0
     for key, tool in tools.items():  # warm-up
-        await rate(tool, key[1], 0.2, IN_FLIGHT)
+        await rate(tool, key[1], 0.2, IN_FLIGHT, at_random=True)
     for _ in range(rounds):
         for key, tool in tools.items():
-            got, failed = await rate(tool, key[1], seconds, IN_FLIGHT)
+            got, failed = await rate(tool, key[1], seconds, IN_FLIGHT, at_random=True)
             best[key] = max(best.get(key, 0.0), got)
             errors += failed
     print(f"   best of {rounds} rounds of {seconds:g} s each; errors: {errors}")
