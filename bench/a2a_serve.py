@@ -281,7 +281,7 @@ def main() -> None:
     if args.command == "serve":
         asyncio.run(serve_coreagent() if args.contender == "coreagent-a2a" else serve_sdk())
     elif args.command == "drive":
-        print(json.dumps(asyncio.run(drive(args.url, args.level, args.seconds, args.send))))
+        print(json.dumps(asyncio.run(drive(args.url, args.level, args.seconds, not args.send))))
     else:
         compare(args)
 

@@ -133,14 +133,20 @@ class BoundedTaskStore(TaskStore):
         key = (context.user.user_name, task.id)
         self._kept[key] = task.status.state in _FINISHED
         self._kept.move_to_end(key)
-        if len(self._kept) <= self.limit:
+        excess = len(self._kept) - self.limit
+        if excess <= 0:
             return
-        for (owner, task_id), finished in list(self._kept.items()):
-            if len(self._kept) <= self.limit:
-                break
+        # Oldest first, and only as far as needed: a scan of every kept task per save would
+        # cost each task the whole store's length.
+        gone = []
+        for kept, finished in self._kept.items():
             if finished:  # a running task is never dropped: its turn still reports to it
-                del self._kept[owner, task_id]
-                await self._store.delete(task_id, ServerCallContext(user=_Caller(owner, True)))
+                gone.append(kept)
+                if len(gone) == excess:
+                    break
+        for owner, task_id in gone:
+            del self._kept[owner, task_id]
+            await self._store.delete(task_id, ServerCallContext(user=_Caller(owner, True)))
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
         return await self._store.get(task_id, context)
