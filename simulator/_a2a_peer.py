@@ -62,7 +62,10 @@ def _executor(behavior: A2ABehavior) -> Any:
                     if inspect.isawaitable(got):
                         got = await got
                     await updater.add_artifact(
-                        [new_text_part(str(got))], artifact_id="answer", name="answer"
+                        [new_text_part(str(got))],
+                        artifact_id="answer",
+                        name="answer",
+                        last_chunk=True,  # the whole answer, not a piece of it
                     )
             except Exception as exc:
                 await updater.failed(

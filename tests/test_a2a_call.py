@@ -433,3 +433,42 @@ async def test_call_peer_gets_an_a2a_sdk_servers_answer_over_loopback_bounded_an
     assert refused.value.status_code == 401
     for closing in (tool, wrong, directory):
         await closing.aclose()
+
+
+async def test_an_a2a_agents_streamed_pieces_reach_a_chunk_sink_and_its_answer_does_not() -> None:
+    from coreagent_sdk._peer._chunks import chunk_sink
+
+    async def pieces(text: str) -> Any:
+        for word in ("one ", "two ", f"three {TOKEN}"):
+            yield word
+
+    fleet = Fleet()
+    fleet.add_a2a_peer("streamer", pieces)
+    fleet.add_a2a_peer("whole", upper)
+    tool = fleet.call_peer(token_env="A2A_TOKEN", environ={"A2A_TOKEN": TOKEN})
+    seen: list[str] = []
+
+    async def sink(text: str) -> None:
+        seen.append(text)
+
+    token = chunk_sink.set(sink)
+    try:
+        streamed = await tool.acall(peer="streamer", prompt="count")
+        whole = await tool.acall(peer="whole", prompt="all at once")
+    finally:
+        chunk_sink.reset(token)
+
+    assert seen == ["one ", "two ", "three [redacted]"]
+    assert streamed.response == "one two three [redacted]"
+    assert whole.response == "ALL AT ONCE"  # one last chunk: the answer, no progress
+    await fleet.aclose()
+
+
+def test_a_sync_call_reaches_an_a2a_agent_from_plain_code() -> None:
+    fleet = Fleet()
+    fleet.add_a2a_peer("translator", upper)
+    tool = fleet.call_peer()
+
+    assert tool(peer="translator", prompt="sync").response == "SYNC"
+    tool.close()
+    fleet.close()

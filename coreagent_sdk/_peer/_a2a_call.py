@@ -41,6 +41,7 @@ from ..errors import (
     StreamEndedError,
 )
 from ._a2a_bounds import limits
+from ._chunks import chunk_sink
 
 if TYPE_CHECKING:
     from .._http._hosts import HostAllowList
@@ -95,7 +96,7 @@ class _Answer:
     def add(self, artifact: Any, append: bool) -> bool:
         """Take one artifact (update); True once the answer is over the cap."""
         key = artifact.artifact_id or f"#{len(self.order)}"
-        text = "\n".join(scrub(p.text) for p in artifact.parts if p.WhichOneof("content") == "text")
+        text = _parts_text(artifact)
         if key not in self.texts:
             self.order.append(key)
             self.texts[key] = ""
@@ -117,8 +118,13 @@ class _Answer:
         return data[: self.cap].decode("utf-8", "ignore").rstrip(), True
 
 
+def _parts_text(holder: Any) -> str:
+    """The text parts of an artifact or message, scrubbed, one line apart."""
+    return "\n".join(scrub(p.text) for p in holder.parts if p.WhichOneof("content") == "text")
+
+
 def _message_text(message: Any) -> str:
-    return "\n".join(scrub(p.text) for p in message.parts if p.WhichOneof("content") == "text")
+    return _parts_text(message)
 
 
 def _checked_id(tool: str, peer: str, value: str) -> str:
@@ -367,6 +373,13 @@ async def ask_a2a(
                     elif kind == "artifact_update":
                         update = event.artifact_update
                         _opened(tool, call, update.task_id)
+                        sink = chunk_sink.get()
+                        if sink is not None and not update.last_chunk:
+                            # A streamed piece, for a bridge's progress (see _chunks); the
+                            # last chunk is the answer itself (AgentHost(a2a=True) sends it so).
+                            text = _parts_text(update.artifact)
+                            if text:
+                                await sink(text)
                         if answer.add(update.artifact, append=update.append):
                             return answer.text(cut=True)  # the rest is left unread
                     if answer.total > answer.cap:
