@@ -472,3 +472,21 @@ def test_a_sync_call_reaches_an_a2a_agent_from_plain_code() -> None:
     assert tool(peer="translator", prompt="sync").response == "SYNC"
     tool.close()
     fleet.close()
+
+
+async def test_without_the_a2a_sdk_a_call_to_an_a2a_agent_names_the_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from coreagent_sdk import A2AInterface
+
+    sent: list[httpx.Request] = []
+    transport = httpx.MockTransport(lambda r: sent.append(r) or httpx.Response(599))
+    peer = Peer("partner", "http://partner.test/", a2a=A2AInterface("http://partner.test/card"))
+    tool = CallPeer(StaticDirectory([peer]), transport=transport)
+    monkeypatch.setitem(sys.modules, "a2a.client", None)  # as if a2a-sdk were not installed
+
+    with pytest.raises(PeerRequestError, match=r"pip install 'coreagent-sdk\[a2a\]'"):
+        await tool.acall(peer="partner", prompt="hi")
+
+    assert sent == []
+    await tool.aclose()

@@ -334,8 +334,14 @@ async def ask_a2a(
     tool: CallPeer, call: _Call, target: Peer, prompt: str, token: str | None, event_bound: int
 ) -> tuple[str, bool]:
     """Send `prompt` to the A2A agent `target`; its answer as (text, truncated)."""
-    from a2a.client import ClientCallContext
-    from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
+    try:
+        from a2a.client import ClientCallContext
+        from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
+    except ImportError:
+        raise PeerRequestError(
+            f"{tool.name}: peer {_q(target.name)} is an A2A agent, and the A2A SDK is not "
+            "installed; nothing was sent. pip install 'coreagent-sdk[a2a]'"
+        ) from None
 
     _check_dial(tool, target)
     client = _client(tool, target)
