@@ -120,6 +120,7 @@ class A2APeer:
         url: Its base URL, where its JSON-RPC endpoint and its card are.
         card: The `AgentCard` it serves (the A2A SDK's protobuf message).
         executor: The `AgentExecutor` answering its messages.
+        behavior: The behaviour (or executor) it was given, which the roster names.
         app: The ASGI app serving both.
     """
 
@@ -153,6 +154,8 @@ class A2APeer:
         said = description or f"A simulated A2A agent named {name}"
         self.card = agent_card(name, url + "/", said, streaming)
         self.executor = executor if executor is not None else _executor(behavior or _echo)
+        # What its answers come from, as the roster names it.
+        self.behavior: object = executor if executor is not None else (behavior or _echo)
         self.app = a2a_app(self.executor, self.card)
 
     def __repr__(self) -> str:

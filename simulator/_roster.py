@@ -91,6 +91,19 @@ def fleet_roster(fleet: Fleet) -> list[RosterEntry]:
                 url=served.get(name),
             )
         )
+    for name, agent in fleet.a2a_peers.items():  # the fleet's A2A agents (add_a2a_peer)
+        entry = listed.get(name)
+        out.append(
+            RosterEntry(
+                name=name,
+                endpoint=entry.endpoint if entry is not None else "",
+                labels=dict(entry.labels) if entry is not None else {},
+                behavior=f"a2a: {_behavior_name(agent.behavior)}",
+                state="live" if entry is not None else "expired",
+                lease_left=max(0.0, entry.lease_expires - now) if entry is not None else None,
+                heartbeat=members[name].heartbeat if name in members else False,
+            )
+        )
     return sorted(out, key=lambda e: e.name)
 
 

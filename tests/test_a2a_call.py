@@ -490,3 +490,19 @@ async def test_without_the_a2a_sdk_a_call_to_an_a2a_agent_names_the_extra_to_ins
 
     assert sent == []
     await tool.aclose()
+
+
+def test_the_fleets_roster_and_call_graph_list_its_a2a_agents_beside_its_daemons() -> None:
+    fleet = Fleet()
+    fleet.add_peer("writer", echo())
+    fleet.add_a2a_peer("translator", upper)
+
+    roster = {e.name: e for e in fleet.roster()}
+
+    assert roster["translator"].behavior == "a2a: upper"
+    translator = roster["translator"]
+    assert (translator.state, translator.labels) == ("live", {"protocol": "a2a"})
+    assert roster["writer"].behavior == "echo"
+    assert "translator" in fleet._repr_html_()
+    assert {"translator", "writer"} <= set(call_graph(fleet).agents)
+    fleet.close()
