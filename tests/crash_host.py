@@ -1,4 +1,4 @@
-"""A fork server of hosts for the crash tests: `python -m tests.crash_host STORE`.
+"""A fork server of hosts for the crash tests: `python -m tests.crash_host STORE [shared]`.
 
 Importing the host takes seconds on a loaded machine; a crash loop restarts it
 twenty times and more. So this process imports it once, then forks a fresh
@@ -7,7 +7,9 @@ and no event loop, so forking it is safe). Each child opens the store, serves
 on a free loopback port and writes one JSON line `{"pid", "url"}` to stdout;
 a child that cannot open its store writes `{"pid", "error"}` and exits 1. The
 test kills children with SIGKILL by pid; `quit` (or the end of stdin) ends
-this process, killing what is left of its children.
+this process, killing what is left of its children. With `shared`, each child serves two
+hosts, `crashy` and `other`, sharing one `SharedStore` on STORE, and its line gives both
+URLs (`{"pid", "url", "urls": {name: url}}`, `url` being crashy's).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import os
 import signal
 import sys
 
-from coreagent_sdk.host import AgentHost, Turn
+from coreagent_sdk.host import AgentHost, SharedStore, Turn
 
 
 async def chatty(turn: Turn) -> None:
@@ -48,8 +50,38 @@ def _child(store: str) -> None:
     os._exit(0)
 
 
+def _shared_child(path: str) -> None:
+    async def serve_both() -> None:
+        store = SharedStore(path)
+        hosts = [
+            AgentHost(name, behavior=chatty, store=store, session_rate_limit=None)
+            for name in ("crashy", "other")
+        ]
+        urls: dict[str, str] = {}
+
+        def ready(name: str, url: str) -> None:
+            urls[name] = url
+            if len(urls) == len(hosts):
+                _line({"pid": os.getpid(), "url": urls["crashy"], "urls": urls})
+
+        await asyncio.gather(
+            *(
+                h.serve("127.0.0.1", 0, on_ready=lambda u, n=h.name: ready(n, u), grace=0)
+                for h in hosts
+            )
+        )
+
+    try:
+        asyncio.run(serve_both())
+    except ValueError as exc:
+        _line({"pid": os.getpid(), "error": str(exc)})
+        os._exit(1)
+    os._exit(0)
+
+
 def main() -> None:
     store = sys.argv[1]
+    child = _shared_child if sys.argv[2:] == ["shared"] else _child
     children: set[int] = set()
     for line in sys.stdin:
         for pid in list(children):  # reap the killed ones
@@ -61,7 +93,7 @@ def main() -> None:
         pid = os.fork()
         if pid == 0:
             sys.stdin.close()
-            _child(store)
+            child(store)
         children.add(pid)
     for pid in children:
         with contextlib.suppress(ProcessLookupError):

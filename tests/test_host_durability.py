@@ -676,9 +676,9 @@ async def test_a_store_made_read_only_while_running_fails_writes_until_it_is_wri
 class ForkServer:
     """`tests/crash_host.py`: hosts forked from one process that imported them already."""
 
-    def __init__(self, store: Path) -> None:
+    def __init__(self, store: Path, *mode: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.crash_host", str(store)],
+            [sys.executable, "-m", "tests.crash_host", str(store), *mode],
             cwd=REPO,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -707,8 +707,8 @@ class ForkServer:
 
 
 @contextlib.asynccontextmanager
-async def fork_server(store: Path) -> AsyncIterator[ForkServer]:
-    server = ForkServer(store)
+async def fork_server(store: Path, *mode: str) -> AsyncIterator[ForkServer]:
+    server = ForkServer(store, *mode)
     try:
         yield server
     finally:
@@ -872,6 +872,65 @@ async def test_a_host_killed_at_random_moments_keeps_everything_it_acknowledged(
         if got:
             expected = sorted(s for s, (p, _) in log.items() if p == path and since < s <= got[-1])
             assert got == expected, f"a client resuming {path} from {since} missed events"
+
+
+@pytest.mark.slow
+async def test_hosts_sharing_a_store_killed_under_load_keep_everything_either_acknowledged(
+    tmp_path: Path,
+) -> None:
+    """Issue 38's guard that held, pinned: two hosts on one `SharedStore` file (their writes
+    committed together), clients on both, the process killed with SIGKILL at 6 seeded random
+    moments and restarted. Every 201 session of either host exists after restart, and every
+    event a client of either was sent is in its host's log with the same seq and content."""
+    rng = random.Random(38)
+    store = tmp_path / "fleet.sqlite3"
+    ledgers = {"crashy": Ledger(), "other": Ledger()}
+    async with fork_server(store, "shared") as hosts:
+        for kill_no in range(6):
+            host = await hosts.start()
+            assert "urls" in host, host
+            for name, ledger in ledgers.items():
+                async with httpx.AsyncClient(base_url=host["urls"][name], timeout=10) as http:
+                    listed = {
+                        r["sessionID"] for r in (await http.get("/sessions")).json()["sessions"]
+                    }
+                missing = [p for p in ledger.sessions if p.rsplit("/", 1)[1] not in listed]
+                assert missing == [], f"after kill {kill_no}: {name}'s 201 sessions gone"
+            clients = [
+                asyncio.create_task(
+                    client_loop(
+                        host["urls"][name], ledger, random.Random(rng.random()), f"k{kill_no}{c}"
+                    )
+                )
+                for name, ledger in ledgers.items()
+                for c in range(2)
+            ]
+            seen = sum(len(ledger.events) for ledger in ledgers.values())
+            for _ in range(2000):  # bounded: 20 s, until this round's clients were sent something
+                now = sum(len(ledger.events) for ledger in ledgers.values())
+                if now > seen or all(c.done() for c in clients):
+                    break
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(rng.uniform(0, 0.3))
+            kill(host["pid"])
+            for result in await asyncio.gather(*clients, return_exceptions=True):
+                if isinstance(result, BaseException) and not isinstance(
+                    result, (httpx.TransportError, asyncio.TimeoutError)
+                ):
+                    raise result
+        host = await hosts.start()
+        assert "urls" in host, host
+        logs: dict[str, dict[int, tuple[str, Any]]] = {name: {} for name in ledgers}
+        for name, ledger in ledgers.items():
+            for path in ledger.sessions:
+                got = await replay(host["urls"][name], path, ledger.last.get(path, 0))
+                for seq, event in got.items():
+                    logs[name][seq] = (path, event)
+        kill(host["pid"])
+    for name, ledger in ledgers.items():
+        assert len(ledger.events) > 10, f"{name}'s clients saw too little to prove anything"
+        lost = {s: seen for s, seen in ledger.events.items() if logs[name].get(s) != seen}
+        assert lost == {}, f"{len(lost)} events {name}'s clients were sent are not in its log"
 
 
 # --- what a commit survives: the operator's choice ---------------------------------------
