@@ -6,7 +6,9 @@ side is what an MCP host does: `python -m coreagent_sdk.mcp --hub URL` started a
 process of its own and called by the official MCP SDK's stdio client (`tools/call` on the
 peer's tool), which makes the same `CallPeer` call inside that process. Both sides make the
 same number of calls at 1 and at 50 in flight; the sides alternate round by round, so drift
-on a shared machine hits both alike, and the best round of each is compared.
+on a shared machine hits both alike, and the best round of each is compared. Besides wall
+time, each side's CPU per call is counted (this process's, plus the server process's for
+the MCP side, from /proc), which a busy machine's waits do not inflate.
 
     python bench/mcp_bridge.py [--calls 200] [--rounds 3]
 
@@ -20,6 +22,7 @@ import asyncio
 import os
 import sys
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 
 from mcp import Client, StdioServerParameters
@@ -30,17 +33,42 @@ from simulator import Fleet, behaviors
 PROMPT = "How is the cluster doing?"
 
 
-async def timed(call: Callable[[], Awaitable[object]], calls: int, in_flight: int) -> float:
-    """Seconds for `calls` calls, `in_flight` at a time."""
+def cpu_of(pid: int | None) -> float:
+    """CPU seconds (user + system) of process `pid` so far; 0 for None."""
+    if pid is None:
+        return 0.0
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pid_named(mark: str) -> int:
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                    if mark.encode() in cmdline.read() and int(entry) != os.getpid():
+                        return int(entry)
+            except OSError:
+                continue
+    raise RuntimeError(f"mcp_bridge: no process named {mark}")
+
+
+async def timed(
+    call: Callable[[], Awaitable[object]], calls: int, in_flight: int, server: int | None
+) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) for `calls` calls, `in_flight` at a time."""
     left = iter(range(calls))
 
     async def worker() -> None:
         for _ in left:
             await call()
 
+    cpu = time.process_time() + cpu_of(server)
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(in_flight)))
-    return time.perf_counter() - started
+    wall = time.perf_counter() - started
+    return wall, time.process_time() + cpu_of(server) - cpu
 
 
 def load() -> str:
@@ -48,6 +76,7 @@ def load() -> str:
 
 
 async def main(calls: int, rounds: int) -> None:
+    mark = f"mcp-bridge-{uuid.uuid4().hex[:12]}"
     fleet = Fleet(session_idle_timeout=30)
     fleet.add_peer("ops", behaviors.echo(), session_rate_limit=None)
     served = await fleet.serve()
@@ -55,11 +84,13 @@ async def main(calls: int, rounds: int) -> None:
     direct = CallPeer(HubDirectory(served.hub_url))
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "coreagent_sdk.mcp", "--hub", served.hub_url, "--poll-interval", "3600"],
+        args=["-m", "coreagent_sdk.mcp", "--hub", served.hub_url, "--poll-interval", "3600",
+              "--name", mark],
     )
     try:
         async with Client(params, mode="legacy") as client:
             (tool,) = (await client.list_tools()).tools
+            server = pid_named(mark)
 
             async def via_mcp() -> None:
                 result = await client.call_tool(tool.name, {"request": PROMPT})
@@ -71,18 +102,30 @@ async def main(calls: int, rounds: int) -> None:
                 if result.response != PROMPT:
                     raise RuntimeError(f"mcp_bridge: CallPeer answered {result!r}")
 
-            for side in (via_call_peer, via_mcp):  # warm both: imports, pools, caches
-                await timed(side, 20, 5)
+            for side, pid in ((via_call_peer, None), (via_mcp, server)):  # warm both
+                await timed(side, 20, 5, pid)
             print(f"load before: {load()}  ({calls} calls a round, best of {rounds} rounds)")
-            print("| in flight | CallPeer ms/call | MCP ms/call | MCP / CallPeer |")
-            print("|---|---|---|---|")
+            print(
+                "| in flight | CallPeer ms/call | MCP ms/call | wall MCP / CallPeer "
+                "| CPU ms/call CallPeer | CPU ms/call MCP | CPU MCP / CallPeer |"
+            )
+            print("|---|---|---|---|---|---|---|")
             for in_flight in (1, 50):
-                best = {"direct": float("inf"), "mcp": float("inf")}
+                wall = {"direct": float("inf"), "mcp": float("inf")}
+                cpu = dict(wall)
                 for _ in range(rounds):
-                    for key, side in (("direct", via_call_peer), ("mcp", via_mcp)):
-                        best[key] = min(best[key], await timed(side, calls, in_flight))
-                d, m = (best[k] / calls * 1000 for k in ("direct", "mcp"))
-                print(f"| {in_flight} | {d:.2f} | {m:.2f} | {m / d:.2f}x |")
+                    for key, side, pid in (
+                        ("direct", via_call_peer, None),
+                        ("mcp", via_mcp, server),
+                    ):
+                        took, used = await timed(side, calls, in_flight, pid)
+                        wall[key], cpu[key] = min(wall[key], took), min(cpu[key], used)
+                d, m = (wall[k] / calls * 1000 for k in ("direct", "mcp"))
+                cd, cm = (cpu[k] / calls * 1000 for k in ("direct", "mcp"))
+                print(
+                    f"| {in_flight} | {d:.2f} | {m:.2f} | {m / d:.2f}x "
+                    f"| {cd:.2f} | {cm:.2f} | {cm / cd:.2f}x |"
+                )
             print(f"load after: {load()}")
     finally:
         await direct.aclose()

@@ -16,3 +16,9 @@ async def slow(turn: Turn) -> None:
     """Takes a minute to answer: a call to it is in flight until the test ends it."""
     await turn.sleep(60)
     await turn.say("too late")
+
+
+async def prints(turn: Turn) -> None:
+    """Prints to stdout mid-turn, as careless agent code does, then answers."""
+    print("a stray line on stdout", flush=True)
+    await turn.say("answered")

@@ -24,7 +24,7 @@ import pytest
 pytest.importorskip("mcp")
 import mcp_types as types
 from mcp import Client, StdioServerParameters
-from mcp_types.jsonrpc import JSONRPCRequest
+from mcp_types.jsonrpc import JSONRPCNotification, JSONRPCRequest
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from tests.processes import reap as reap_outputs
@@ -230,3 +230,38 @@ async def test_the_printed_host_config_starts_a_server_the_sdks_client_calls_fro
     assert entry["args"] == ["-m", "coreagent_sdk.mcp", "tests.mcp_agents:helper", "--name", mark]
     assert result.content[0].text == "you asked: from the config"
     assert await asyncio.to_thread(none_left, mark) == []
+
+
+def test_a_stray_print_in_an_agent_goes_to_stderr_and_never_into_the_protocol() -> None:
+    mark = marker()
+    proc = subprocess.Popen(
+        [*SERVE, "tests.mcp_agents:prints", "--name", mark],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    initialized = JSONRPCNotification(jsonrpc="2.0", method="notifications/initialized")
+    call = JSONRPCRequest(
+        jsonrpc="2.0",
+        id=2,
+        method="tools/call",
+        params={"name": mark, "arguments": {"request": "go"}},
+    )
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(line(INITIALIZE))
+        proc.stdin.flush()
+        first = json.loads(read_line(proc))
+        proc.stdin.write(line(initialized) + line(call))
+        proc.stdin.flush()
+        second = json.loads(read_line(proc))
+        proc.stdin.close()
+        code = proc.wait(10)
+        stderr = proc.stderr.read().decode() if proc.stderr else ""
+    finally:
+        reap(proc)
+    assert first["id"] == 1
+    assert second["id"] == 2 and second["result"]["content"][0]["text"] == "answered"
+    assert "a stray line on stdout" in stderr
+    assert code == 0

@@ -41,6 +41,7 @@ from .._peer._call_peer import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, Call
 from .._peer._directory import HubDirectory
 from ..errors import CoreAgentError
 from ..host._host import AgentHost
+from ..host._process import run  # uvloop's loop where installed, as the host's command
 from ._serve_agent import AgentMCPServer
 from ._serve_fleet import DEFAULT_POLL_INTERVAL, FleetMCPServer
 from ._serve_server import ServedTools
@@ -157,9 +158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(host_config(kept, served.server.name), indent=2))
             return 0
         if args.http:
-            asyncio.run(_serve_http(served, args))
+            run(_serve_http(served, args))
         else:
-            asyncio.run(served.run_stdio(handle_signals=True))
+            run(served.run_stdio(handle_signals=True))
     except (CoreAgentError, ValueError, TypeError) as exc:
         raise SystemExit(str(exc)) from None
     return 0
