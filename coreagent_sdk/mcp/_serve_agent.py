@@ -26,10 +26,12 @@ class AgentMCPServer(ServedTools):
         server = AgentMCPServer(agent, name="invoices")
         await server.run_stdio()  # or: async with server.serve_http(port=8765) as url
 
-    ``agent`` is an `AgentHost` (served as it is configured: its store, runtimes
-    and peers) or an agent, an async function of a `Turn` such as a
+    ``agent`` is an `AgentHost` (served as it is configured: its store, runtimes,
+    peers and session rate limit, which by default, as a daemon's, admits a burst
+    of 5 calls and then 10 a minute: make it with ``session_rate_limit=None`` to
+    serve more) or an agent, an async function of a `Turn` such as a
     `ModelAgent`, for which a host is made under ``name`` (default: the
-    function's name) and closed with the server. The tool is named after the
+    function's name) without a rate limit, and closed with the server. The tool is named after the
     agent and described by ``description`` (default: the host's card
     description, else a plain sentence).
 
