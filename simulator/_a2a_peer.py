@@ -99,7 +99,7 @@ def agent_card(name: str, url: str, description: str, streaming: bool) -> Any:
     )
 
 
-def a2a_app(executor: Any, card: Any) -> Any:
+def a2a_app(executor: Any, card: Any, card_modifier: Any = None) -> Any:
     """A Starlette app of the A2A SDK's own: its card and JSON-RPC routes over `executor`."""
     from a2a.server.request_handlers import DefaultRequestHandler
     from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
@@ -109,7 +109,8 @@ def a2a_app(executor: Any, card: Any) -> Any:
     handler = DefaultRequestHandler(
         agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card
     )
-    return Starlette(routes=create_agent_card_routes(card) + create_jsonrpc_routes(handler, "/"))
+    routes = create_agent_card_routes(card, card_modifier=card_modifier)
+    return Starlette(routes=routes + create_jsonrpc_routes(handler, "/"))
 
 
 class A2APeer:
@@ -122,6 +123,7 @@ class A2APeer:
         executor: The `AgentExecutor` answering its messages.
         behavior: The behaviour (or executor) it was given, which the roster names.
         app: The ASGI app serving both.
+        served_url: Its loopback URL while the fleet is served (its card then names it).
     """
 
     def __init__(
@@ -156,7 +158,19 @@ class A2APeer:
         self.executor = executor if executor is not None else _executor(behavior or _echo)
         # What its answers come from, as the roster names it.
         self.behavior: object = executor if executor is not None else (behavior or _echo)
-        self.app = a2a_app(self.executor, self.card)
+        # Its loopback URL while the fleet is served: the card then names it, so a caller
+        # over the sockets is sent there, never to the in-process name (nothing resolves it).
+        self.served_url: str | None = None
+        self.app = a2a_app(self.executor, self.card, self._served_card)
+
+    async def _served_card(self, card: Any) -> Any:
+        if self.served_url is None:
+            return card
+        served = type(card)()
+        served.CopyFrom(card)
+        for interface in served.supported_interfaces:
+            interface.url = self.served_url + "/"
+        return served
 
     def __repr__(self) -> str:
         return f"A2APeer({self.name!r}, {self.url!r})"

@@ -442,7 +442,9 @@ class Fleet:
         async generator of chunks; ``executor`` an `AgentExecutor` of your own
         (default: an echo). ``streaming=False`` serves a card without streaming.
         It stays registered (heartbeating) until `expire` or `remove_peer`.
-        Needs the ``a2a`` extra. Not put on sockets by `serve()`.
+        Needs the ``a2a`` extra. `serve()` puts it on a loopback socket as it does the
+        daemons (its card then names its loopback URL); one added after `serve()` stays
+        in-process.
         """
         if not isinstance(name, str) or not _NAME.match(name) or name == _HUB:
             raise ValueError(
@@ -817,8 +819,10 @@ class ServedFleet:
         try:
             # Every server starts at once and one loop waits for them all: started one
             # after another, a 1,000-peer fleet took 12 s to serve (a poll tick each).
-            starting: list[tuple[str, Daemon, Any, socket.socket]] = []
-            for i, (name, daemon) in enumerate(self.fleet.daemons.items()):
+            starting: list[tuple[str, Any, Any, socket.socket]] = []
+            apps = [(n, d.app) for n, d in self.fleet.daemons.items()]
+            apps += [(n, a.app) for n, a in self.fleet.a2a_peers.items()]  # add_a2a_peer's
+            for i, (name, app) in enumerate(apps):
                 if name == _HUB and self.fleet.joined is not None:
                     continue  # the joined hub keeps the roster: this fleet's own is not served
                 family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -844,7 +848,7 @@ class ServedFleet:
                         want,
                     ) from None
                 config = uvicorn.Config(
-                    daemon.app,
+                    app,
                     interface="asgi3",
                     lifespan="off",
                     log_config=None,
@@ -858,7 +862,7 @@ class ServedFleet:
                 server = server_class(config)
                 task = asyncio.get_running_loop().create_task(self._serve(server, sock))
                 self._servers[name] = (server, task)
-                starting.append((name, daemon, server, sock))
+                starting.append((name, app, server, sock))
                 self._sockets.append(sock)
             tasks = [task for _, task in self._servers.values()]
             for _ in range(500 + len(starting)):  # up to 5 s, and 10 ms more per server
@@ -866,14 +870,17 @@ class ServedFleet:
                 if all(s.started or t.done() for s, t in zip(servers, tasks, strict=True)):
                     break
                 await asyncio.sleep(0.01)
-            for name, daemon, server, sock in starting:
+            for name, app, server, sock in starting:
                 if not server.started:
                     sock.close()
                     raise RuntimeError(f"simulator: the server for {name!r} did not start")
                 bound = sock.getsockname()[1]
                 shown = f"[{host}]" if ":" in host else host
                 self.urls[name] = f"http://{shown}:{bound}"
-                self.fleet.transport.mount(f"{shown}:{bound}", ASGITransport(daemon.app))
+                self.fleet.transport.mount(f"{shown}:{bound}", ASGITransport(app))
+                agent = self.fleet.a2a_peers.get(name)
+                if agent is not None:
+                    agent.served_url = self.urls[name]
             if self.fleet.transport.default is None:
                 # Peers that registered on the served hub from elsewhere (a host process).
                 self._foreign = self.fleet.transport.default = _LoopbackPeers(self._network)
@@ -978,6 +985,9 @@ class ServedFleet:
         for name, url in self.urls.items():
             self.fleet.transport.unmount(url.removeprefix("http://"))
             self._point(name, url, self.fleet.url(name))
+            agent = self.fleet.a2a_peers.get(name)
+            if agent is not None:
+                agent.served_url = None
         self.urls.clear()
         if self._foreign is not None and self.fleet.transport.default is self._foreign:
             self.fleet.transport.default = None

@@ -40,7 +40,8 @@ class FleetDirectory:
     def _peer(self, entry: _Entry) -> Peer:
         fleet = self._fleet
         endpoint = entry.endpoint
-        if entry.name in fleet.daemons and endpoint in fleet._own_endpoints(entry.name):
+        own = entry.name in fleet.daemons or entry.name in fleet.a2a_peers
+        if own and endpoint in fleet._own_endpoints(entry.name):
             endpoint = fleet.url(entry.name)
         return Peer(entry.name, endpoint, entry.labels)
 

@@ -506,3 +506,22 @@ def test_the_fleets_roster_and_call_graph_list_its_a2a_agents_beside_its_daemons
     assert "translator" in fleet._repr_html_()
     assert {"translator", "writer"} <= set(call_graph(fleet).agents)
     fleet.close()
+
+
+async def test_a_served_fleet_puts_its_a2a_agents_on_loopback_and_their_cards_say_so() -> None:
+    fleet = Fleet()
+    fleet.add_peer("writer", echo())
+    fleet.add_a2a_peer("translator", upper)
+    served = await fleet.serve()
+    url = served.urls["translator"]
+    assert url.startswith("http://127.0.0.1:")
+
+    over_sockets = await served.call_peer(timeout=10).acall(peer="translator", prompt="wire")
+    in_process = await fleet.call_peer().acall(peer="translator", prompt="inside")
+    async with httpx.AsyncClient(transport=httpx.AsyncHTTPTransport()) as http:
+        card = (await http.get(url + "/.well-known/agent-card.json")).json()
+
+    assert (over_sockets.response, in_process.response) == ("WIRE", "INSIDE")
+    assert [i["url"] for i in card["supportedInterfaces"]] == [url + "/"]
+    await fleet.aclose()
+    assert fleet.a2a_peers["translator"].served_url is None
