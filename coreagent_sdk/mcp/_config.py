@@ -40,7 +40,7 @@ __all__ = [
 
 MCP_FILE_NAME = "mcp.json"
 """The file the daemon reads inside an agents directory (``.agents/mcp.json``)."""
-DEFAULT_START_TIMEOUT = 10.0
+DEFAULT_START_TIMEOUT = 30.0
 """Seconds a server may take to start and list its tools unless `start_timeout=` says otherwise."""
 DEFAULT_CALL_TIMEOUT = 60.0
 """Seconds one tool call may take unless `call_timeout=` says otherwise."""
