@@ -129,14 +129,20 @@ async def test_a_listing_whose_schema_is_not_an_object_names_the_server_and_the_
         await agent.aclose()
 
 
-async def test_garbage_on_stdout_is_skipped_and_the_server_still_answers() -> None:
+async def test_garbage_on_stdout_is_skipped_and_a_fleets_close_leaves_no_process_or_pipe() -> (
+    None
+):
+    pipes_before = pipes()
     model = Recording(ScriptedModel(when().call("toolbox_add", a=4, b=4)))
     agent = agent_with(toolbox("toolbox", "garbage"), model=model)
     _, fleet = await ask(agent)
     try:
         assert tool_results(model) == [{"result": 8}]
+        assert len(children()) == 1
     finally:
         await fleet.aclose()
+    assert children() == set()
+    assert pipes() == pipes_before
 
 
 async def test_a_call_past_call_timeout_is_a_tool_error_and_the_server_answers_the_next() -> None:
