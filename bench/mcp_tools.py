@@ -183,6 +183,12 @@ async def evictions_bench(leases: int, agents: int, bound: int) -> None:
         most = max(most, children())
         if i % max(1, leases // 10) == 0 or i == leases - 1:
             samples.append((i, rss_mib()))
+            # As it goes: a run cut short (a timeout on a loaded machine) still says something.
+            print(
+                f"  lease {i}: RSS {samples[-1][1]:.0f} MiB, servers alive now {children()}, "
+                f"most so far {most}, {time.perf_counter() - started:.0f} s",
+                flush=True,
+            )
     took = time.perf_counter() - started
     await cache.aclose()
     stats = cache.stats
