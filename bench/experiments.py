@@ -10,8 +10,12 @@ Three measurements, each a ratio against a baseline measured in the same run:
    memory sampled as it goes (the rows go to disk, so it should stay flat).
 3. dask: a LocalCluster on 127.0.0.1 (2 workers, no dashboard) runs a smaller experiment and
    gives the same table (timings aside) as one process.
+4. compare: `Results.compare` over 100,000 rows (two settings paired by case, pass/fail and
+   cost), against one plain pass over the same rows grouping them (the least any summary
+   does). Target: under a second.
 
     python bench/experiments.py [--trials 10000] [--overhead 60] [--rounds 3] [--dask 120]
+                                [--compare 100000] [--only overhead|scale|dask|compare]
 
 Every loop is bounded by its trial count.
 """
@@ -85,8 +89,54 @@ def overhead(count: int, rounds: int) -> None:
     print(
         f"overhead: {len(trials)} trials, one at a time, {rounds} interleaved rounds: "
         f"bare loop {1000 * b / len(trials):.1f} ms/trial, run() {1000 * r / len(trials):.1f} "
-        f"ms/trial: ratio {r / b:.2f}x (target <= 1.2x)"
+        f"ms/trial: ratio {r / b:.2f}x (target <= 1.2x); load {os.getloadavg()[0]:.1f}"
     )
+
+
+def synthetic_rows(count: int) -> list[dict[str, Any]]:
+    """`count` rows of two settings that asked the same cases: what a big run's file holds."""
+    import json
+    import random
+
+    draw = random.Random(7)
+    rows = []
+    per_setting = count // 2
+    for setting in ("a", "b"):
+        params = json.dumps({"model": setting})
+        for i in range(per_setting):
+            rows.append({
+                "scenario": "bench", "params": params, "model": setting,
+                "case": f"c{i // 10}", "seed": i, "repetition": i % 10,
+                "passed": draw.random() < (0.8 if setting == "a" else 0.78),
+                "cost": 1e-6 * (1 + draw.random()), "duration_ms": 1.0,
+                "tokens_in": 100, "tokens_out": 20, "error_kind": None,
+            })  # fmt: skip
+    return rows
+
+
+def compare_speed(count: int, rounds: int) -> None:
+    rows = synthetic_rows(count)
+    results = Results(rows)
+    bare_times: list[float] = []
+    timed: dict[str, list[float]] = {"passed": [], "cost": []}
+    for _ in range(rounds):
+        started = time.perf_counter()
+        groups: dict[Any, list[bool]] = {}
+        for row in rows:
+            groups.setdefault(row["model"], []).append(row["passed"])
+        bare_times.append(time.perf_counter() - started)
+        for metric in timed:
+            started = time.perf_counter()
+            compared = results.compare_rows("model", metric=metric)
+            timed[metric].append(time.perf_counter() - started)
+    bare_took = statistics.median(bare_times)
+    for metric, times in timed.items():
+        took = statistics.median(times)
+        print(
+            f"compare: {len(rows):,} rows, metric={metric!r} ({compared[1]['method'] if metric == 'cost' else 'paired'}): "
+            f"{took:.3f} s (target < 1 s); one plain grouping pass {bare_took:.3f} s: "
+            f"ratio {took / bare_took:.1f}x; load {os.getloadavg()[0]:.1f}"
+        )
 
 
 def rss_mib() -> float:
@@ -186,9 +236,12 @@ def main() -> None:
     parser.add_argument("--overhead", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dask", type=int, default=120)
-    parser.add_argument("--only", choices=("overhead", "scale", "dask"), default=None)
+    parser.add_argument("--compare", type=int, default=100_000)
+    parser.add_argument("--only", choices=("overhead", "scale", "dask", "compare"), default=None)
     args = parser.parse_args()
     print(f"load average at start: {os.getloadavg()}; cpus: {os.cpu_count()}")
+    if args.only in (None, "compare"):
+        compare_speed(args.compare, args.rounds)
     if args.only in (None, "overhead"):
         overhead(args.overhead, args.rounds)
     with tempfile.TemporaryDirectory() as folder:

@@ -75,13 +75,12 @@ def _pair_key(row: dict[str, Any], by: str, others: Sequence[str]) -> tuple[Any,
 def _pairs(
     rows: Sequence[dict[str, Any]], by: str, others: Sequence[str]
 ) -> dict[tuple[Any, ...], dict[str, Any]] | None:
-    pairs: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for row in rows:
-        key = _pair_key(row, by, others)
-        if key in pairs:
-            return None  # two trials for one case and repetition: no one-to-one pairing
-        pairs[key] = row
-    return pairs
+    if others:
+        pairs = {_pair_key(row, by, others): row for row in rows}
+    else:  # one parameter: a loop without a call per row (100,000 rows in well under 1 s)
+        pairs = {(row["case"], row["repetition"]): row for row in rows}
+    # Two trials for one case and repetition (another seed): no one-to-one pairing.
+    return pairs if len(pairs) == len(rows) else None
 
 
 def compare_rows(

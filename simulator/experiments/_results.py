@@ -14,7 +14,6 @@ with few cases, that treats the cases as a fixed set, not a sample.
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import os
@@ -50,6 +49,18 @@ def _pandas() -> Any:
 
 def _setting(row: dict[str, Any], by: Sequence[str]) -> tuple[Any, ...]:
     return tuple(_hashable(row.get(name)) for name in by)
+
+
+def _columns(rows: list[dict[str, Any]]) -> list[str]:
+    """Every column of `rows`, in the order rows first have them (quick: most rows share keys)."""
+    if not rows:
+        return []
+    first = rows[0].keys()
+    columns = dict.fromkeys(first)
+    for row in rows:
+        if row.keys() != first:
+            columns.update(dict.fromkeys(row))
+    return list(columns)
 
 
 def _hashable(value: Any) -> Any:
@@ -105,8 +116,7 @@ class Results:
         for text in {row["params"] for row in self.rows}:  # a few settings, many rows
             given.update(json.loads(text))
         # The row's own keys are in grid order (the params text has them sorted).
-        columns = dict.fromkeys(itertools.chain.from_iterable(self.rows))
-        return [name for name in columns if name in given]
+        return [name for name in _columns(self.rows) if name in given]
 
     @property
     def scores(self) -> list[str]:
@@ -114,8 +124,7 @@ class Results:
         if self.experiment is not None:
             return list(self.experiment["scorers"])
         params = set(self.params)
-        columns = dict.fromkeys(itertools.chain.from_iterable(self.rows))
-        return [name for name in columns if name not in RESERVED and name not in params]
+        return [name for name in _columns(self.rows) if name not in RESERVED and name not in params]
 
     # Files
 
@@ -203,6 +212,14 @@ class Results:
 
     def _groups(self, by: Sequence[str]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
         groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+        if len(by) == 1:  # the common case, a loop without a call per row
+            (name,) = by
+            for row in self.rows:
+                value = row.get(name)
+                if isinstance(value, (list, dict)):
+                    value = _hashable(value)
+                groups.setdefault((value,), []).append(row)
+            return groups
         for row in self.rows:
             groups.setdefault(_setting(row, by), []).append(row)
         return groups
@@ -211,12 +228,15 @@ class Results:
         if by is None:
             return self.params
         names = [by] if isinstance(by, str) else list(by)
-        known = set(self.params) | set(self.scores) | {"case", "scenario", "asked"}
+        params = self.params
+        known = {*params, "case", "scenario", "asked"}
+        if any(name not in known for name in names):
+            known |= set(self.scores)
         for name in names:
             if name not in known:
                 raise KeyError(
                     f"Results: no column {name!r} to group by (parameters: "
-                    f"{', '.join(self.params) or 'none'}); name a parameter of the grid"
+                    f"{', '.join(params) or 'none'}); name a parameter of the grid"
                 )
         return names
 
@@ -332,7 +352,9 @@ class Results:
         groups = self._groups(names)
         if not groups:
             return []
-        check_metric(metric, self.scores, metric_values(self.rows, metric))
+        params = self.params
+        scores = [c for c in _columns(self.rows) if c not in RESERVED and c not in set(params)]
+        check_metric(metric, scores, metric_values(self.rows, metric))
         keys = list(groups)
         base = (_hashable(baseline),) if baseline is not None else keys[0]
         if base not in groups:
@@ -340,7 +362,7 @@ class Results:
                 f"Results.compare: no trials with {by}={baseline!r} (values: "
                 f"{', '.join(repr(k[0]) for k in keys)})"
             )
-        others = [p for p in self.params if p != by]
+        others = [p for p in params if p != by]
         return compare_rows(groups, by, others, base, metric, confidence, paired, correction)
 
     def compare(
