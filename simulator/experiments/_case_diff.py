@@ -8,7 +8,8 @@ both answers and both call trees one click away in the HTML (a
 ``<details>`` each, no script, so a saved notebook opens them too).
 
 Everything that came from a run is escaped before it enters markup, and
-the table is bounded (`_SHOWN` pairs, flipped ones first).
+the table is bounded: the flipped pairs only (`_SHOWN` at most), then a line
+counting the pairs that stayed the same (``.to_pandas()`` has every pair).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CaseDiff", "case_diff"]
 
-_SHOWN = 50
+_SHOWN = 20
 _CELL = "text-align:left;padding:1px 10px 1px 0;vertical-align:top"
 _COLOURS = {"fixed": "#1a7f37", "broke": "#cf222e"}
 _ORDER = {"broke": 0, "fixed": 1, "same: failed": 2, "same: passed": 3, "one side only": 4}
@@ -81,7 +82,8 @@ class CaseDiff:
         return f"CaseDiff({self.before} -> {self.after}: {len(self.rows)} pairs: {counts})"
 
     def _repr_html_(self) -> str:
-        ordered = sorted(self.rows, key=lambda r: _ORDER.get(r["change"], 9))
+        ordered = [r for r in self.rows if r["change"] in ("fixed", "broke", "one side only")]
+        ordered.sort(key=lambda r: _ORDER.get(r["change"], 9))
         body = []
         for row in ordered[:_SHOWN]:
             change = row["change"]
@@ -96,25 +98,33 @@ class CaseDiff:
                         f"<details><summary>{_e(label)}: call tree</summary>{tree}</details>"
                     )
                 trees = "".join(parts)
-            where = ", ".join(
+            others = ", ".join(
                 f"{k}={v}" for k, v in row.items()
-                if k not in _SIDE_COLUMNS and k != "change"
+                if k not in _SIDE_COLUMNS and k not in ("change", "case", "repetition")
             )  # fmt: skip
+            where = f"{_e(row['case'])} #{_e(row['repetition'])}" + (
+                f'<div style="color:#57606a">{_e(others)}</div>' if others else ""
+            )
             body.append(
-                f'<tr><td style="{_CELL}">{_e(where)}</td>'
+                f'<tr><td style="{_CELL}">{where}</td>'
                 f'<td style="{_CELL};color:{colour};font-weight:600">{_e(change)}</td>'
                 f'<td style="{_CELL}">{_e(_short(row["before_answer"]))}</td>'
                 f'<td style="{_CELL}">{_e(_short(row["after_answer"]))}{trees}</td></tr>'
             )
+        same = len(self.rows) - len(ordered)
+        hidden = max(0, len(ordered) - _SHOWN)
         more = (
-            f'<div style="color:#57606a">+{len(ordered) - _SHOWN} more pairs: '
-            ".to_pandas() has them all</div>"
-            if len(ordered) > _SHOWN
-            else ""
+            f'<div style="color:#57606a">{f"+{hidden} more flipped, " if hidden else ""}'
+            f"{same} pairs the same: .to_pandas() has every pair</div>"
         )
         head = "".join(
             f'<th style="{_CELL}">{_e(h)}</th>'
-            for h in ("case", "change", f"{self.before}: answer", f"{self.after}: answer")
+            for h in (
+                "case #repetition",
+                "change",
+                f"{self.before}: answer",
+                f"{self.after}: answer",
+            )
         )
         return (
             '<div style="font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;'
