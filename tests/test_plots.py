@@ -163,7 +163,8 @@ def test_grid_values_with_dollar_signs_are_drawn_as_written_in_every_results_plo
         for plot in ("plot_pass_rate", "plot_latency", "plot_cost", "plot_cost_vs_accuracy"):
             ax = getattr(results, plot)(by="price")
             ax.figure.canvas.draw()  # mathtext would raise here
-            texts = [*ax.get_yticklabels(), *ax.texts]
+            legend = ax.get_legend()  # cost against accuracy names its points in a legend
+            texts = [*ax.get_yticklabels(), *ax.texts, *(legend.get_texts() if legend else [])]
             drawn = {t.get_text() for t in texts if t.get_text() in shown}
             assert drawn == shown, (plot, [t.get_text() for t in texts])
             assert not any(t.get_parse_math() for t in texts if t.get_text() in shown), plot

@@ -13,8 +13,8 @@ Readable by construction, not by luck:
   over each other; µ$ or m$ keep the numbers short.
 - Points are told apart by a legend outside the data, not by labels that
   overlap each other and run off the axes.
-- Text from a run (a setting holding ``$``) is drawn as text, never as
-  matplotlib's mathtext.
+- Text from a run (a setting holding ``$``) is drawn as text
+  (``parse_math=False``), never as matplotlib's mathtext.
 """
 
 from __future__ import annotations
@@ -43,8 +43,9 @@ def _axes(ax: Any, height: float, width: float = 6.5) -> Any:
 
 
 def _text(value: object) -> str:
-    # A "$" pair would start mathtext (and raise on what is not TeX): drawn as itself.
-    return str(value).replace("$", r"\$")
+    # Labels are text, never TeX: every one is drawn with parse_math=False (a grid value
+    # holding "$^$" raised mathtext's ValueError at the draw, and "$x$" came out in italics).
+    return str(value)
 
 
 def _varying(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> list[str]:
@@ -68,7 +69,7 @@ def _title(
 ) -> None:
     fixed = _fixed(rows, names, shown)
     if fixed:
-        ax.set_title(fixed, fontsize=9, loc="left")
+        ax.set_title(fixed, fontsize=9, loc="left", parse_math=False)
 
 
 def _money(values: Sequence[float]) -> tuple[float, str]:
@@ -99,7 +100,7 @@ def pass_rate(results: Results, by: str | Sequence[str] | None, ax: Any) -> Any:
     errors = [[r["pass_rate"] - r["low"] for r in rows], [r["high"] - r["pass_rate"] for r in rows]]
     positions = list(range(len(rows)))
     ax.barh(positions, rates, xerr=errors, color="#54aeff", capsize=3)
-    ax.set_yticks(positions, labels)
+    ax.set_yticks(positions, labels, parse_math=False)
     ax.set_xlim(0, 1)
     ax.invert_yaxis()
     ax.set_xlabel(f"pass rate ({INTERVAL}, 95%)")
@@ -128,7 +129,7 @@ def distribution(
         ax.boxplot(data, orientation="horizontal")
     except TypeError:  # matplotlib before 3.10
         ax.boxplot(data, vert=False)
-    ax.set_yticks(range(1, len(labels) + 1), labels)
+    ax.set_yticks(range(1, len(labels) + 1), labels, parse_math=False)
     ax.invert_yaxis()
     ax.set_xlabel(label)
     _short_ticks(ax)
@@ -177,6 +178,8 @@ def cost_vs_accuracy(results: Results, by: str | Sequence[str] | None, ax: Any) 
     _short_ticks(ax)
     if rows:
         # Outside the data, on the right: as many settings as there are, none over a point.
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+        legend = ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+        for text in legend.get_texts():
+            text.set_parse_math(False)
     _title(ax, rows, names, shown)
     return ax
