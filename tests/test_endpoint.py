@@ -90,7 +90,20 @@ def test_an_endpoint_of_plain_characters_is_judged_as_the_parsers_judge_it(url: 
         "http://P-1.sim",  # upper case: left to the parsers (which accept it)
         "http://p-1.sim/a b",
         "http://p-1.sim?x=1",
+        "http://xn--zz.sim",  # an A-label whose punycode does not decode: httpx refuses it
+        "http://xn--bcher-kva.sim",  # a well-formed A-label (bücher): httpx takes it
+        "http://a--b.sim/x--y",
     ],
 )
 def test_edges_of_the_plain_shape_are_judged_as_the_parsers_judge_them(url: str) -> None:
     assert (endpoint_problem(url) is None) is (_parsed_problem(url) is None), url
+
+
+def test_a_host_with_a_double_hyphen_is_left_to_the_parsers_whose_idna_codec_judges_it() -> None:
+    from coreagent_sdk._http._endpoint import plain_endpoint
+
+    # One match cannot tell a well-formed IDNA A-label from one httpx cannot encode.
+    assert not plain_endpoint("http://xn--zz.sim")
+    assert not plain_endpoint("http://a--b.sim")
+    assert endpoint_problem("http://xn--zz.sim") is not None
+    assert plain_endpoint("http://a-b.sim/x--y")  # in the path, a double hyphen is plain

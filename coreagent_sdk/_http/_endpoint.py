@@ -28,8 +28,10 @@ _ALLOWED_SCHEMES = ("http", "https")
 # tool calling 10,000 peers at random missed the cache below on nearly every call, and the
 # two parsers were a sixth of its delegation's CPU. tests/test_endpoint.py holds the two ways
 # side by side.
+# No "--" in the host: a label with one may be an IDNA A-label (`xn--...`), which only httpx's
+# IDNA codec can say is well formed, so such a host takes the parsers.
 _PLAIN = re.compile(
-    r"https?://(?=[a-z0-9.-]*[a-z])[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+    r"https?://(?![^/]*--)(?=[a-z0-9.-]*[a-z])[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
     r"(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*"
     r"(?::(?P<port>[0-9]{1,5}))?(?:/[A-Za-z0-9._~-]*)*"
 )
