@@ -88,6 +88,8 @@ def test_an_endpoint_of_plain_characters_is_judged_as_the_parsers_judge_it(url: 
         "http://a..b",
         "http://" + "a" * 64 + ".sim",  # a label past 63 characters: left to the parsers
         "http://P-1.sim",  # upper case: left to the parsers (which accept it)
+        "http://xn--zz.test",  # a punycode label httpx cannot decode: refused by the parsers
+        "http://a.xn--zz",
         "http://p-1.sim/a b",
         "http://p-1.sim?x=1",
         "http://xn--zz.sim",  # an A-label whose punycode does not decode: httpx refuses it

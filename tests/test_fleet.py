@@ -589,7 +589,12 @@ def _rows_of(fleet: Fleet, key: str) -> int:
         )
 
 
+def _store_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith("coreagent-host-store")}
+
+
 def test_the_sync_close_closes_the_fleets_store_and_its_worker_thread() -> None:
+    before = _store_threads()  # other fleets' (a finalizer may not have run for them yet)
     fleet = Fleet()
     fleet.add_peer("echo", behaviors.echo())
 
@@ -603,7 +608,7 @@ def test_the_sync_close_closes_the_fleets_store_and_its_worker_thread() -> None:
     fleet.close()
     assert not fleet.store.opened  # not left to a finalizer
     assert not os.path.exists(path)  # a temporary store's file is removed with it
-    assert not [t for t in threading.enumerate() if t.name.startswith("coreagent-host-store")]
+    assert not _store_threads() - before
 
 
 async def test_removing_a_peer_removes_its_sessions_from_the_fleets_store() -> None:
