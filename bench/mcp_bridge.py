@@ -84,8 +84,16 @@ async def main(calls: int, rounds: int) -> None:
     direct = CallPeer(HubDirectory(served.hub_url))
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "coreagent_sdk.mcp", "--hub", served.hub_url, "--poll-interval", "3600",
-              "--name", mark],
+        args=[
+            "-m",
+            "coreagent_sdk.mcp",
+            "--hub",
+            served.hub_url,
+            "--poll-interval",
+            "3600",
+            "--name",
+            mark,
+        ],
     )
     try:
         async with Client(params, mode="legacy") as client:

@@ -41,9 +41,7 @@ def _texts(figure: Any) -> list[tuple[str, Any]]:
         t for t in figure.findobj(match=lambda a: type(a).__name__ in ("Text", "Annotation"))
         if id(t) not in ticks and t.get_visible()
     ]  # fmt: skip
-    return [
-        (t.get_text(), t.get_window_extent(renderer)) for t in drawn if t.get_text().strip()
-    ]
+    return [(t.get_text(), t.get_window_extent(renderer)) for t in drawn if t.get_text().strip()]
 
 
 def _readable(figure: Any) -> None:

@@ -90,8 +90,17 @@ async def test_every_request_needs_the_shared_token_read_as_check_attach_token_r
         ((b"", b"\x1c"), 401),  # Python's str.strip() takes it for a space; Go does not
         ((b"", "\u200b".encode()), 401),  # zero width space: not white space in Go either
     ],
-    ids=["lone-a0", "lone-85", "lone-a0-before", "utf8-nbsp", "utf8-nel", "em-ideographic",
-         "ascii", "file-separator", "zero-width"],
+    ids=[
+        "lone-a0",
+        "lone-85",
+        "lone-a0-before",
+        "utf8-nbsp",
+        "utf8-nel",
+        "em-ideographic",
+        "ascii",
+        "file-separator",
+        "zero-width",
+    ],
 )
 async def test_the_bearer_token_is_trimmed_as_go_trims_utf_8_text(
     shared: str, around: tuple[bytes, bytes], status: int

@@ -227,7 +227,7 @@ def test_importing_the_sdk_or_declaring_servers_does_not_import_the_mcp_sdk() ->
         "import sys, coreagent_sdk, coreagent_sdk.host, coreagent_sdk.mcp, simulator\n"
         "from coreagent_sdk.models import Skill\n"
         "Skill('s', mcp_servers=coreagent_sdk.mcp.parse_mcp_json("
-        "'{\"servers\": {\"a\": {\"transport\": \"stdio\", \"command\": \"x\"}}}'))\n"
+        '\'{"servers": {"a": {"transport": "stdio", "command": "x"}}}\'))\n'
         "print(sorted(m for m in sys.modules if m == 'mcp' or m.startswith('mcp.')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

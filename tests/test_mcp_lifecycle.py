@@ -129,9 +129,7 @@ async def test_a_listing_whose_schema_is_not_an_object_names_the_server_and_the_
         await agent.aclose()
 
 
-async def test_garbage_on_stdout_is_skipped_and_a_fleets_close_leaves_no_process_or_pipe() -> (
-    None
-):
+async def test_garbage_on_stdout_is_skipped_and_a_fleets_close_leaves_no_process_or_pipe() -> None:
     pipes_before = pipes()
     model = Recording(ScriptedModel(when().call("toolbox_add", a=4, b=4)))
     agent = agent_with(toolbox("toolbox", "garbage"), model=model)
@@ -198,9 +196,7 @@ async def test_a_100_mb_answer_closes_the_connection_naming_the_bound_memory_sta
     None
 ):
     model = Recording(
-        ScriptedModel(
-            when().call("toolbox_big", size=100_000_000).call("toolbox_add", a=2, b=2)
-        )
+        ScriptedModel(when().call("toolbox_big", size=100_000_000).call("toolbox_add", a=2, b=2))
     )
     agent = agent_with(toolbox(max_result_bytes=100_000), model=model)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB, the peak so far

@@ -38,9 +38,10 @@ async def test_one_agent_is_one_tool_that_takes_a_request_and_returns_its_final_
     async def on_progress(done: float, total: float | None, message: str | None) -> None:
         progress.append((done, message))
 
-    async with AgentMCPServer(streams_then_answers, name="helper") as served, Client(
-        served.server, mode=mode
-    ) as client:
+    async with (
+        AgentMCPServer(streams_then_answers, name="helper") as served,
+        Client(served.server, mode=mode) as client,
+    ):
         (tool,) = (await client.list_tools()).tools
         result = await client.call_tool(
             "helper", {"request": "what is 2+2?"}, progress_callback=on_progress
@@ -76,9 +77,10 @@ async def test_an_answer_is_cut_at_the_byte_cap_and_the_result_says_so(
     async def says(turn: Turn) -> None:
         await turn.say(answer)
 
-    async with AgentMCPServer(says, name="says", max_response_bytes=16) as served, Client(
-        served.server
-    ) as client:
+    async with (
+        AgentMCPServer(says, name="says", max_response_bytes=16) as served,
+        Client(served.server) as client,
+    ):
         result = await client.call_tool("says", {"request": "go"})
     assert result.structured_content["truncated"] is cut
     assert result.structured_content["response"] == "x" * 16
@@ -103,9 +105,10 @@ async def test_a_call_past_its_deadline_is_a_tool_error_that_says_so() -> None:
     async def stalls(turn: Turn) -> None:
         await never.wait()
 
-    async with AgentMCPServer(stalls, name="stalls", timeout=0.2) as served, Client(
-        served.server
-    ) as client:
+    async with (
+        AgentMCPServer(stalls, name="stalls", timeout=0.2) as served,
+        Client(served.server) as client,
+    ):
         result = await client.call_tool("stalls", {"request": "go"})
     assert result.is_error
     assert "did not finish within 0.2 s" in result.content[0].text
@@ -113,9 +116,10 @@ async def test_a_call_past_its_deadline_is_a_tool_error_that_says_so() -> None:
 
 @pytest.mark.parametrize("mode", ERAS)
 async def test_an_unknown_tool_is_invalid_params_naming_the_tools_there_are(mode: str) -> None:
-    async with AgentMCPServer(behaviors.echo(), name="echo") as served, Client(
-        served.server, mode=mode
-    ) as client:
+    async with (
+        AgentMCPServer(behaviors.echo(), name="echo") as served,
+        Client(served.server, mode=mode) as client,
+    ):
         await client.list_tools()
         with pytest.raises(MCPError) as raised:
             await client.call_tool("nope", {"request": "hi"})
@@ -131,9 +135,10 @@ async def test_an_unknown_tool_is_invalid_params_naming_the_tools_there_are(mode
 async def test_arguments_other_than_one_request_string_are_invalid_params(
     arguments: dict[str, Any], said: str
 ) -> None:
-    async with AgentMCPServer(behaviors.echo(), name="echo") as served, Client(
-        served.server, mode="legacy"
-    ) as client:
+    async with (
+        AgentMCPServer(behaviors.echo(), name="echo") as served,
+        Client(served.server, mode="legacy") as client,
+    ):
         with pytest.raises(MCPError) as raised:
             await client.call_tool("echo", arguments)
     assert raised.value.error.code == types.INVALID_PARAMS

@@ -26,9 +26,10 @@ TOKEN = "mcp-test-token-" + "k" * 24
 @contextlib.asynccontextmanager
 async def _client(url: str, headers: dict[str, str]) -> AsyncIterator[Client]:
     # The SDK leaves a client it is handed open: it is ours to close.
-    async with httpx.AsyncClient(headers=headers, timeout=10) as http, Client(
-        streamable_http_client(url, http_client=http), mode="legacy"
-    ) as client:
+    async with (
+        httpx.AsyncClient(headers=headers, timeout=10) as http,
+        Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
+    ):
         yield client
 
 

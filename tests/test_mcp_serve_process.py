@@ -195,9 +195,20 @@ def test_the_http_command_refuses_a_token_it_was_not_given_in_one_line() -> None
     mark = marker()
     env = {k: v for k, v in os.environ.items() if k != "MCP_TEST_UNSET_TOKEN"}
     done = subprocess.run(
-        [*SERVE, "tests.mcp_agents:helper", "--name", mark, "--http",
-         "--token-env", "MCP_TEST_UNSET_TOKEN"],
-        cwd=ROOT, capture_output=True, text=True, env=env, timeout=60,
+        [
+            *SERVE,
+            "tests.mcp_agents:helper",
+            "--name",
+            mark,
+            "--http",
+            "--token-env",
+            "MCP_TEST_UNSET_TOKEN",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
     assert done.returncode != 0
     assert done.stdout == ""

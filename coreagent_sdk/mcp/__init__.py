@@ -88,6 +88,7 @@ def __getattr__(name: str) -> Any:
     globals()[name] = value
     return value
 
+
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_CARD_TIMEOUT",

@@ -75,16 +75,18 @@ def build(args: argparse.Namespace) -> ServedTools:
             raise SystemExit(f"{_PROG}: name a target or --hub, not both")
         directory = HubDirectory(args.hub, token_env=args.hub_token_env)
         tool = CallPeer(directory, token_env=args.hub_token_env, **calls)
-        return FleetMCPServer(tool, name=args.name or "coreagent-fleet",
-                              poll_interval=args.poll_interval)
+        return FleetMCPServer(
+            tool, name=args.name or "coreagent-fleet", poll_interval=args.poll_interval
+        )
     if args.target is None:
         raise SystemExit(f"{_PROG}: name what to serve (module:attribute), or pass --hub URL")
     target = _load(args.target)
     if isinstance(target, ServedTools):
         return target
     if isinstance(target, CallPeer):
-        return FleetMCPServer(target, name=args.name or "coreagent-fleet",
-                              poll_interval=args.poll_interval)
+        return FleetMCPServer(
+            target, name=args.name or "coreagent-fleet", poll_interval=args.poll_interval
+        )
     if callable(getattr(target, "call_peer", None)) and hasattr(target, "registry"):
         # A simulated fleet (the SDK never imports the simulator): its own recorded tool,
         # and its in-process transport for the peers' cards.
@@ -138,14 +140,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1", help="HTTP: where to listen")
     parser.add_argument("--port", type=int, default=0, help="HTTP: port (0: a free one)")
     parser.add_argument("--token-env", help="HTTP: environment variable holding the bearer token")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
-                        help="seconds one call may take")
-    parser.add_argument("--max-response-bytes", type=int, default=DEFAULT_MAX_RESPONSE_BYTES,
-                        help="an answer's cap in UTF-8 bytes")
-    parser.add_argument("--poll-interval", type=float, default=DEFAULT_POLL_INTERVAL,
-                        help="a fleet: seconds between two reads of its roster")
-    parser.add_argument("--print-config", action="store_true",
-                        help="print an MCP host's config entry for this command, and exit")
+    parser.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds one call may take"
+    )
+    parser.add_argument(
+        "--max-response-bytes",
+        type=int,
+        default=DEFAULT_MAX_RESPONSE_BYTES,
+        help="an answer's cap in UTF-8 bytes",
+    )
+    parser.add_argument(
+        "--poll-interval",
+        type=float,
+        default=DEFAULT_POLL_INTERVAL,
+        help="a fleet: seconds between two reads of its roster",
+    )
+    parser.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print an MCP host's config entry for this command, and exit",
+    )
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     if args.token_env is not None and not args.http:

@@ -79,8 +79,10 @@ def _name(_instance: object, _attribute: object, value: str) -> None:
 
 
 def _seconds(_instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-        value > 0 and math.isfinite(value)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (value > 0 and math.isfinite(value))
     ):
         raise ValueError(f"mcp: {attribute.name} must be seconds > 0, got {value!r}")
 
@@ -238,7 +240,7 @@ def _spec(name: str, raw: Any, source: str) -> McpServer:
         if raw.get("auth") is not None:
             raise ValueError(
                 f"{where}: auth (google_oauth) is not supported by coreagent-sdk; "
-                "put the token in headers: {\"Authorization\": \"Bearer ${env:TOKEN}\"}"
+                'put the token in headers: {"Authorization": "Bearer ${env:TOKEN}"}'
             )
     elif transport == "":
         raise ValueError(f'{where}: transport is required ("stdio" or "http")')

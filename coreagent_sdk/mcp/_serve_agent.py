@@ -64,8 +64,10 @@ class AgentMCPServer(ServedTools):
             host = agent
         elif callable(agent):
             given = name if name is not None else getattr(agent, "name", None)
-            given = given if isinstance(given, str) and given else getattr(
-                agent, "__name__", type(agent).__name__
+            given = (
+                given
+                if isinstance(given, str) and given
+                else getattr(agent, "__name__", type(agent).__name__)
             )
             host = AgentHost(given, behavior=agent, session_rate_limit=None)
             closers.append(host.aclose)

@@ -88,9 +88,7 @@ def _loopback(host: str) -> bool:
         return False
 
 
-def http_app(
-    served: ServedTools, *, token_env: str | None, path: str, host: str
-) -> Starlette:
+def http_app(served: ServedTools, *, token_env: str | None, path: str, host: str) -> Starlette:
     token = read_serve_token(token_env) if token_env is not None else None
     inner = served.server.streamable_http_app(streamable_http_path=path, host=host)
     manager = served.server.session_manager

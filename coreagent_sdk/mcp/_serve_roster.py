@@ -111,8 +111,11 @@ class ToolRoster:
         for peer in sorted(peers, key=lambda p: p.name):
             name = tool_name(peer.name)
             if not name:
-                self._warn(f"no-name:{peer.name}", f"mcp: peer {go_quote(peer.name)} has no "
-                           "character a tool name may hold; it is not served")
+                self._warn(
+                    f"no-name:{peer.name}",
+                    f"mcp: peer {go_quote(peer.name)} has no "
+                    "character a tool name may hold; it is not served",
+                )
                 continue
             if name in chosen:
                 if chosen[name].name != peer.name:
@@ -123,8 +126,11 @@ class ToolRoster:
                     )
                 continue
             if len(chosen) >= self.max_tools:
-                self._warn("max", f"mcp: the roster has more than {self.max_tools} peers; "
-                           "the first by name are served (raise max_tools=)")
+                self._warn(
+                    "max",
+                    f"mcp: the roster has more than {self.max_tools} peers; "
+                    "the first by name are served (raise max_tools=)",
+                )
                 break
             chosen[name] = peer
         return list(chosen.items())

@@ -67,8 +67,10 @@ class _Server(Server[Any]):
 
 
 def checked_interval(value: object, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-        0.01 <= value < math.inf
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (0.01 <= value < math.inf)
     ):
         raise ValueError(
             f"mcp: {what} must be a number of seconds >= 0.01, got {value!r}; the default is 5"
@@ -266,8 +268,10 @@ class ServedTools:
         request = arguments.get("request")
         extra = sorted(k for k in arguments if k != "request")
         if not isinstance(request, str) or extra:
-            got = f"unknown argument {go_quote(extra[0])}" if extra else (
-                "no request" if request is None else f"request as {type(request).__name__}"
+            got = (
+                f"unknown argument {go_quote(extra[0])}"
+                if extra
+                else ("no request" if request is None else f"request as {type(request).__name__}")
             )
             raise MCPError(
                 types.INVALID_PARAMS,

@@ -275,9 +275,7 @@ class ServerConnection:
                     dropped += 1
                     continue
                 hint = tool.annotations.read_only_hint if tool.annotations else None
-                kept.append(
-                    ToolListing(tool.name, tool.description or "", tool.input_schema, hint)
-                )
+                kept.append(ToolListing(tool.name, tool.description or "", tool.input_schema, hint))
             cursor = page.next_cursor
             if not cursor:
                 break

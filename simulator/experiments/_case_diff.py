@@ -128,10 +128,10 @@ class CaseDiff:
         )
         return (
             '<div style="font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;'
-            'border:1px solid #d0d7de;border-radius:4px;padding:6px 8px;color:#1f2328;'
+            "border:1px solid #d0d7de;border-radius:4px;padding:6px 8px;color:#1f2328;"
             f'background:#fff"><div style="font-weight:600">{_e(repr(self))}</div>'
             f'<div style="overflow-x:auto"><table style="border-collapse:collapse"><tr>{head}</tr>'
-            f'{"".join(body)}</table></div>{more}</div>'
+            f"{''.join(body)}</table></div>{more}</div>"
         )
 
 

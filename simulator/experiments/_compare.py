@@ -124,9 +124,7 @@ def compare_rows(
             out.append(row)
             continue
         pairs = _pairs(rows, by, others)
-        can_pair = (
-            base_pairs is not None and pairs is not None and set(pairs) == set(base_pairs)
-        )
+        can_pair = base_pairs is not None and pairs is not None and set(pairs) == set(base_pairs)
         if paired and not can_pair:
             raise ValueError(
                 f"Results.compare: {by}={key[0]!r} and the baseline were not asked the same "

@@ -101,7 +101,7 @@ def results_html(results: Results) -> str:
             cells += (
                 f'<td style="{_CELL}">{_money(row["mean_cost"])}</td>'
                 f'<td style="{_CELL}">{_money(row["mean_cost_low"])}&ndash;'
-                f'{_money(row["mean_cost_high"])}</td>'
+                f"{_money(row['mean_cost_high'])}</td>"
             )
         body.append(f"<tr>{cells}</tr>")
     more = (
@@ -113,6 +113,6 @@ def results_html(results: Results) -> str:
     return (
         f'<div style="{_BOX}"><div style="font-weight:600">Results: {_e(_headline(results))}'
         f'</div><div style="overflow-x:auto"><table style="border-collapse:collapse">'
-        f'<tr>{head}</tr>{"".join(body)}</table></div>{more}'
+        f"<tr>{head}</tr>{''.join(body)}</table></div>{more}"
         f'<div style="color:#57606a">intervals: {_e(INTERVAL)} (95%)</div></div>'
     )

@@ -101,14 +101,12 @@ class TrialTree(CallTree):
 
     def _repr_html_(self) -> str:
         colour = _OK if self.passed else _BAD
-        head = [
-            f'<div style="font-weight:600;color:{colour}">{_e(self._headline())}</div>'
-        ]
+        head = [f'<div style="font-weight:600;color:{colour}">{_e(self._headline())}</div>']
         route = self._route()
         if route:
             wrong = self.asked != self.expected_peer
             head.append(
-                f'<div>{_badge("route", _BAD if wrong else _OK)} expected '
+                f"<div>{_badge('route', _BAD if wrong else _OK)} expected "
                 f"<b>{_e(self.expected_peer)}</b>, asked <b>{_e(self.asked)}</b>"
                 + (f" (call {self.wrong_call})" if wrong and self.wrong_call is not None else "")
                 + "</div>"

@@ -86,7 +86,7 @@ def die() -> str:
 if __name__ == "__main__":
     mode = sys.argv[1] if len(sys.argv) > 1 else "plain"
     if mode == "garbage":
-        sys.stdout.write("this is not json\n{\"jsonrpc\": \"1.0\"}\n")
+        sys.stdout.write('this is not json\n{"jsonrpc": "1.0"}\n')
         sys.stdout.flush()
     if mode == "fork":
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
