@@ -65,6 +65,9 @@ class Guard(BaseHTTPMiddleware):
 async def main() -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
+    # Listening before the port is printed: a bound socket that does not listen yet refuses a
+    # connection, and the test connects as soon as it reads the port (CI's rehearsal did).
+    sock.listen(128)
     port = sock.getsockname()[1]
     url = f"http://127.0.0.1:{port}/"
     card = AgentCard(

@@ -41,6 +41,7 @@ async def served() -> AsyncIterator[str]:
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
+    sock.listen(128)  # connections wait in the backlog until uvicorn serves, never refused
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
     config = uvicorn.Config(app(), lifespan="on", log_level="warning")
     server = uvicorn.Server(config)
