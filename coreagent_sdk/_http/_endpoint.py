@@ -40,7 +40,7 @@ _PLAIN_MAX = 2048  # longer endpoints take the parsers (the match stays linear a
 
 def plain_endpoint(url: str) -> bool:
     """Whether `url` is a plain endpoint (see `_PLAIN`) with its port in range."""
-    if len(url) > _PLAIN_MAX or "xn--" in url:  # a punycode label: httpx decodes and checks it
+    if len(url) > _PLAIN_MAX:
         return False
     match = _PLAIN.fullmatch(url)
     if match is None:
