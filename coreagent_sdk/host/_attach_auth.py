@@ -26,7 +26,7 @@ from .._attach._token import checked_token, credential_variable
 from ..errors import TokenUnsetError
 from ._replies import _text
 
-__all__ = ["attach_refusal", "presented_token", "read_attach_token"]
+__all__ = ["attach_refusal", "presented_token", "read_attach_token", "token_matches"]
 
 _BEARER = "Bearer "
 # Go's unicode.IsSpace, which strings.TrimSpace trims: Python's str.strip() also takes the
@@ -59,10 +59,19 @@ def presented_token(request: Request) -> str:
     return _go_trim_space(header[len(_BEARER) :]) if header.startswith(_BEARER) else ""
 
 
+def token_matches(got: str, want: bytes) -> bool:
+    """Whether `got` (`presented_token`'s text) is the token `want` (its UTF-8 bytes).
+
+    Compared on the header's own bytes, in constant time: the one comparison of every
+    shared token the SDK serves behind (the attach wire's, the MCP server's). Tokens are
+    visible ASCII (`checked_token`), so a header holding anything else never matches.
+    """
+    return bool(got) and hmac.compare_digest(got.encode("latin-1"), want)
+
+
 def attach_refusal(request: Request, want: str) -> Response | None:
     """`checkAttachToken`: None when the request carries `want`, else the daemon's 401."""
-    got = presented_token(request)
-    if got and hmac.compare_digest(got.encode("latin-1"), want.encode()):
+    if token_matches(presented_token(request), want.encode()):
         return None
     return _text(401, "unauthorized", {"WWW-Authenticate": 'Bearer realm="attach"'})
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import ipaddress
 import logging
 import os
@@ -28,7 +27,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._attach._token import checked_token
 from ..errors import TokenUnsetError
-from ..host._attach_auth import presented_token
+from ..host._attach_auth import presented_token, token_matches
 
 if TYPE_CHECKING:
     from ._serve_server import ServedTools
@@ -61,8 +60,8 @@ class BearerGuard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            got = presented_token(Request(scope)).encode()
-            if not (got and hmac.compare_digest(got, self._want)):
+            got = presented_token(Request(scope))
+            if not token_matches(got, self._want):
                 client = scope.get("client") or ("?", 0)
                 _log.warning(
                     "mcp: refused %s %s from %s: %s",
