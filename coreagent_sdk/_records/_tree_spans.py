@@ -27,6 +27,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .._telemetry._tracing import PROVIDER_NAME
+from .._version import __version__
 from ._calltree import claim
 
 if TYPE_CHECKING:
@@ -177,8 +178,6 @@ def export_spans(tree: CallTree, tracer_provider: Any = None) -> int:
 
     Returns how many spans were made. Each root call starts a new trace.
     """
-    from .._version import __version__
-
     trace = _otel()
     context = importlib.import_module("opentelemetry.context")
     provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()

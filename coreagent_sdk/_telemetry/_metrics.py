@@ -28,6 +28,7 @@ import threading
 import weakref
 from typing import Any
 
+from .._version import __version__
 from . import _tracing
 
 __all__ = ["CallMetrics", "call_metrics"]
@@ -43,8 +44,6 @@ class CallMetrics:
     """The two instruments of one meter provider."""
 
     def __init__(self, provider: Any) -> None:
-        from .._version import __version__
-
         meter = provider.get_meter("coreagent_sdk", __version__)
         self.duration = meter.create_histogram(
             "gen_ai.client.operation.duration",

@@ -32,6 +32,8 @@ import importlib.util
 from collections.abc import Awaitable, Iterator
 from typing import Any, TypeVar
 
+from .._version import __version__
+
 __all__ = [
     "AVAILABLE",
     "PROVIDER_NAME",
@@ -72,8 +74,6 @@ def _modules() -> Any:
 
 
 def _tracer() -> Any:
-    from .._version import __version__
-
     return _modules().trace.get_tracer(_SCOPE, __version__)
 
 

@@ -37,6 +37,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._telemetry import _tracing
+from .._version import __version__
 
 __all__ = [
     "MAX_TURN_SPAN_LINKS",
@@ -81,8 +82,6 @@ def _recording() -> bool:
 
 
 def _tracer() -> Any:
-    from .._version import __version__
-
     return _tracing._modules().trace.get_tracer(_SCOPE, __version__)
 
 
