@@ -42,6 +42,7 @@ from ..errors import (
 )
 from ._a2a_bounds import limits
 from ._chunks import chunk_sink
+from ._results import ANSWER_SEPARATOR as _SEPARATOR  # between artifacts, as events
 
 if TYPE_CHECKING:
     from .._http._hosts import HostAllowList
@@ -67,7 +68,6 @@ __all__ = ["ask_a2a"]
 
 _MAX_QUOTED = 1000  # characters of a peer's own words quoted in an error message
 _MAX_ID = 256  # characters of a task id this SDK accepts (it goes into results and messages)
-_SEPARATOR = "\n\n"  # between artifacts, as between an attach peer's answer events
 _BODY_FACTOR = 16  # a stream may carry this many event bounds in all before it is cut
 _KEPT_CLIENTS = 256
 

@@ -83,6 +83,7 @@ from ._chunks import chunk_sink
 from ._directory import Directory, HubDirectory, Peer, lookup_peer, read_token
 from ._loop_thread import LoopThread
 from ._read_back import DEFAULT_READ_BACK_BYTES
+from ._results import ANSWER_SEPARATOR as _SEPARATOR
 from ._results import MAX_TIMEOUT, CallPeerEvent, CallPeerResult, _Call
 from ._slots import CallSlots
 
@@ -114,7 +115,6 @@ stay well inside a `ulimit -n` of 1024 beside an app's own.
 """
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what OpenAI and Anthropic both accept
-_SEPARATOR = "\n\n"
 # All a delegation reads; capabilities, status and inbox frames go unparsed.
 _READ_TYPES = frozenset({"agent", "turn-complete", "turn-error"})
 _READING = "the event stream"  # the step of a delegation that reads the turn

@@ -15,10 +15,13 @@ import attrs
 
 from . import _hops
 
-__all__ = ["MAX_TIMEOUT", "CallPeerEvent", "CallPeerResult"]
+__all__ = ["ANSWER_SEPARATOR", "MAX_TIMEOUT", "CallPeerEvent", "CallPeerResult"]
 
 MAX_TIMEOUT = 900.0
 """The largest `timeout=` a `CallPeer` accepts, in seconds."""
+ANSWER_SEPARATOR = "\n\n"
+"""Between the pieces of an answer (the daemon's call_peer joins its answer events so): one
+literal for every reader of answers, attach's, A2A's and the A2A host's."""
 
 
 @attrs.frozen(repr=False)

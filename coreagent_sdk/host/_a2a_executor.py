@@ -38,6 +38,7 @@ from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import TaskState
 
 from .._attach._wire import AgentFrame, TurnComplete, TurnError, decode_frame
+from .._peer._results import ANSWER_SEPARATOR as _SEPARATOR
 from ._daemon import Daemon
 from ._registry import ANONYMOUS, Identity
 from ._session import _CLOSE
@@ -51,7 +52,6 @@ __all__ = ["ANSWER_ARTIFACT", "A2AHost", "TurnExecutor"]
 
 ANSWER_ARTIFACT = "answer"
 """The id (and name) of the artifact a task's answer is in, its chunks while it streams."""
-_SEPARATOR = "\n\n"  # between the answer's pieces, as call_peer joins them
 
 
 class A2AHost(Daemon, Protocol):
