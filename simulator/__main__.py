@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
 import json
@@ -20,6 +19,7 @@ from coreagent_sdk.host import (
     DEFAULT_SESSION_IDLE_TIMEOUT,
     DEFAULT_TTL,
     MAX_TTL,
+    QuietParser,
     SessionRateLimit,
     read_token,
     shown_url,
@@ -259,9 +259,9 @@ async def serve(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m simulator", description="A simulated core-agent fleet."
-    )
+    # Quiet: a refused value is never repeated (`--port $TOKEN`, `--token-envVALUE`: it may
+    # be a token), and no abbreviations (`--token VALUE` is never `--token-env VALUE`).
+    parser = QuietParser(prog="python -m simulator", description="A simulated core-agent fleet.")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("demo", help="run a short tour of a simulated fleet and print a summary")
     serve_cmd = commands.add_parser("serve", help="serve a fleet on 127.0.0.1 until interrupted")

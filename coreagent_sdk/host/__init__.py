@@ -27,7 +27,8 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 
 # Helpers the simulator builds on, importable from here as before but not part of the API
 # (not in __all__, not in the reference): a fleet's HTML table, a URL as errors show it, a
-# server's text cut and scrubbed, token checks, and the host's base-URL check and transport.
+# server's text cut and scrubbed, token checks, the host's base-URL check and transport, and
+# the command lines' parser that never repeats a refused value.
 from .._attach._token import checked_token as checked_token
 from .._attach._token import read_token as read_token
 from .._display._render import fleet_html as fleet_html
@@ -35,6 +36,7 @@ from .._http._endpoint import shown_url as shown_url
 from .._scrub import server_text as server_text
 from ._agents import Agent, Turn
 from ._agents_host import MultiAgentHost
+from ._cli import QuietParser as QuietParser
 from ._host import (
     DEFAULT_MAX_SESSIONS_IN_MEMORY,
     DEFAULT_SESSION_IDLE_TIMEOUT,

@@ -37,6 +37,7 @@ from typing import Any
 from ..errors import CoreAgentError
 from ._agents_host import MultiAgentHost
 from ._attach_auth import read_attach_token
+from ._cli import QuietParser
 from ._host import DEFAULT_GRACE, DEFAULT_SESSION_IDLE_TIMEOUT, AgentHost
 from ._process import run
 from ._store import SYNCHRONOUS
@@ -165,33 +166,12 @@ class _TokenOnCommandLine(argparse.Action):
         )
 
 
-class _QuietParser(argparse.ArgumentParser):
-    """argparse's parser, except that arguments it does not know are counted, never quoted.
-
-    argparse repeats them ("unrecognized arguments: ..."), and one may be a token typed
-    after a misspelt option (`--attach_token VALUE`, `--attach-tokenVALUE`), which would
-    land in a terminal's scrollback and a CI log.
-    """
-
-    def parse_args(  # type: ignore[override]
-        self, args: Sequence[str] | None = None, namespace: None = None
-    ) -> argparse.Namespace:
-        parsed, unknown = self.parse_known_args(args, namespace)
-        if unknown:
-            self.error(
-                f"{len(unknown)} argument(s) not understood, not repeated here (one may be "
-                "a token); see --help for the options"
-            )
-        return parsed
-
-
 def parser() -> argparse.ArgumentParser:
     """The command line's parser."""
-    parser = _QuietParser(
-        prog="python -m coreagent_sdk.host",
-        description="Serve an agent on the attach wire.",
-        # No abbreviations: `--attach-token X` must never be read as `--attach-token-env X`.
-        allow_abbrev=False,
+    # Quiet: a refused value is never repeated, and no abbreviations (`--attach-token X`
+    # must never be read as `--attach-token-env X`).
+    parser = QuietParser(
+        prog="python -m coreagent_sdk.host", description="Serve an agent on the attach wire."
     )
     parser.add_argument(
         "target", help="module:attribute, an AgentHost, a MultiAgentHost or an agent function"

@@ -22,8 +22,7 @@ import os
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .._attach._token import checked_token, credential_variable
-from ..errors import TokenUnsetError
+from .._attach._token import checked_token, credential_variable, variable_unset, variable_where
 from ._replies import _text
 
 __all__ = ["attach_refusal", "presented_token", "read_attach_token", "token_matches"]
@@ -83,11 +82,13 @@ def read_attach_token(env: str) -> str:
     its variable: it never travels on a command line, and no message shows it.
     """
     credential_variable(env)  # never handed to an MCP server
-    token = checked_token(os.environ.get(env, ""), f"${env}", "AgentHost")
+    token = checked_token(os.environ.get(env, ""), variable_where(env), "AgentHost")
     if token is None:
-        raise TokenUnsetError(
-            f"AgentHost: attach_token_env names ${env}, which is unset or empty; export "
-            f"{env}=<token> before starting the host, or drop attach_token_env to serve "
-            "without a shared token"
+        raise variable_unset(
+            "AgentHost",
+            env,
+            "AgentHost: attach_token_env names ${name}, which is unset or empty; export "
+            "{name}=<token> before starting the host, or drop attach_token_env to serve "
+            "without a shared token",
         )
     return token

@@ -40,6 +40,7 @@ from typing import Any
 from .._peer._call_peer import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT, CallPeer
 from .._peer._directory import HubDirectory
 from ..errors import CoreAgentError
+from ..host._cli import QuietParser
 from ..host._host import AgentHost
 from ..host._process import run  # uvloop's loop where installed, as the host's command
 from ._serve_agent import AgentMCPServer
@@ -131,7 +132,9 @@ def host_config(argv: Sequence[str], server: str) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=f"python -m {_PROG}", description=__doc__.split("\n")[0])
+    # Quiet: a refused value is never repeated (it may be a token), and no abbreviations
+    # (`--hub-token X` must never be read as `--hub-token-env X`).
+    parser = QuietParser(prog=f"python -m {_PROG}", description=__doc__.split("\n")[0])
     parser.add_argument("target", nargs="?", help="module:attribute to serve")
     parser.add_argument("--name", help="the tool's name (one agent) or the server's (a fleet)")
     parser.add_argument("--hub", help="serve the fleet registered on this hub URL")

@@ -25,8 +25,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .._attach._token import checked_token
-from ..errors import TokenUnsetError
+from .._attach._token import checked_token, variable_unset, variable_where
 from ..host._attach_auth import presented_token, token_matches
 
 if TYPE_CHECKING:
@@ -41,12 +40,18 @@ _log = logging.getLogger("coreagent_sdk.mcp")
 def read_serve_token(env: str) -> str:
     """The token held in `env` (registered with the scrubber); TokenUnsetError when unset."""
     if not isinstance(env, str) or not env.strip():
-        raise ValueError(f"mcp: token_env must name an environment variable, got {env!r}")
-    token = checked_token(os.environ.get(env, ""), f"${env}", "mcp")
+        # What was given is not repeated: it may be the token itself.
+        raise ValueError(
+            "mcp: token_env must name an environment variable (such as FLEET_TOKEN), "
+            f"got {'an empty name' if isinstance(env, str) else 'a ' + type(env).__name__}"
+        )
+    token = checked_token(os.environ.get(env, ""), variable_where(env), "mcp")
     if token is None:
-        raise TokenUnsetError(
-            f"mcp: token_env names ${env}, which is unset or empty; export {env}=<token> "
-            "before serving, or drop token_env to serve on loopback without a token"
+        raise variable_unset(
+            "mcp",
+            env,
+            "mcp: token_env names ${name}, which is unset or empty; export {name}=<token> "
+            "before serving, or drop token_env to serve on loopback without a token",
         )
     return token
 
