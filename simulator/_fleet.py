@@ -851,13 +851,13 @@ class ServedFleet:
                     app,
                     interface="asgi3",
                     lifespan="off",
-                    log_config=None,
-                    access_log=False,
                     timeout_graceful_shutdown=2,
                     # A daemon's header size limit and ReadHeaderTimeout (server.go Bind), as
                     # a served host has them: without, h11 refused 17 KiB headers sent in two
-                    # writes and a slowloris client held its connection for ever.
-                    **uvicorn_options(),
+                    # writes and a slowloris client held its connection for ever. Quiet: no
+                    # access line and no logger of the process configured (uvicorn's own
+                    # access_log=False emptied the user's uvicorn.access logger).
+                    **uvicorn_options(quiet=True),
                 )
                 server = server_class(config)
                 task = asyncio.get_running_loop().create_task(self._serve(server, sock))

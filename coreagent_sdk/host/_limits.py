@@ -43,6 +43,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from ._chunk_lines import ChunkLines
 from ._go_requests import BAD_REQUEST, UNSUPPORTED_TE, absolute_form, refusal
 from ._header_limits import IDLE_TIMEOUT, MAX_HEADER_BYTES, READ_HEADER_TIMEOUT, _HeaderLimits
+from ._server_logs import quiet_server_options
 
 __all__ = [
     "IDLE_TIMEOUT",
@@ -144,7 +145,7 @@ def _http_protocol() -> type[asyncio.Protocol]:
     return GoHeaderLimitsHttpTools
 
 
-def uvicorn_options() -> dict[str, Any]:
+def uvicorn_options(*, quiet: bool = False) -> dict[str, Any]:
     """`uvicorn.Config` keywords that read request headers as the daemon's `http.Server` does.
 
     `AgentHost.serve()`, `MultiAgentHost.serve()` and the simulator's
@@ -155,8 +156,17 @@ def uvicorn_options() -> dict[str, Any]:
     kept-alive connection is kept `IDLE_TIMEOUT` seconds; requests are parsed
     by httptools where it is installed (the `host` extra), else by h11; no
     `X-Forwarded-*` header changes the scheme or the client, as on net/http.
+
+    With ``quiet=True``, the server also logs no request line and configures no
+    logger of the process, as the host's own servers do: uvicorn's
+    ``access_log=False`` would empty the process's ``uvicorn.access`` logger, for
+    every other server in it too, and its default ``log_config`` would reset every
+    ``uvicorn*`` logger; here each connection of this one server has its access
+    log off, and uvicorn's errors still reach ``uvicorn.error`` as the process set
+    it. Use it to serve beside your own uvicorn apps (the simulator's
+    `Fleet.serve()` does): ``uvicorn.Config(app, **uvicorn_options(quiet=True))``.
     """
-    return {
+    options = {
         "http": _http_protocol(),
         "timeout_keep_alive": IDLE_TIMEOUT,
         # net/http reads no X-Forwarded-* header: the scheme and client are the connection's
@@ -165,3 +175,4 @@ def uvicorn_options() -> dict[str, Any]:
         # h11 never sees more than the limit (counted above); its own check stays out of the way.
         "h11_max_incomplete_event_size": MAX_HEADER_BYTES,
     }
+    return quiet_server_options(options) if quiet else options
