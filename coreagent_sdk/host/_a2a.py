@@ -16,9 +16,11 @@ imported only then, so a host without A2A never imports `a2a`. Each piece, and w
   so the SDK's task store keeps each caller's tasks apart (another caller's task is
   "not found"), and the headers it keeps lose the credential headers first, so no
   token is in the SDK's state or logs.
-- A bounded task store: the SDK's in-memory store holding at most `MAX_A2A_TASKS`
-  tasks, the oldest finished ones let go first, as a host's sessions in memory are
-  bounded (a running task is never dropped).
+- A bounded, durable task store: the SDK's in-memory store holding at most
+  `MAX_A2A_TASKS` tasks, the oldest finished ones let go first, as a host's sessions in
+  memory are bounded (a running task is never dropped); each save committed to the
+  host's session store before the SDK sends what it saved, so a task the host answered
+  for survives a restart or a `kill -9`.
 - The body cap (`MAX_A2A_REQUEST_BYTES`), counted as the body arrives whatever its
   Content-Length says: past it the SDK stops reading and answers its own "Payload
   too large" error (a starlette 413 raised while it reads).
@@ -28,10 +30,12 @@ imported only then, so a host without A2A never imports `a2a`. Each piece, and w
 
 from __future__ import annotations
 
+import asyncio
 import collections
 from typing import Any
 
 from a2a.auth.user import User
+from a2a.helpers.proto_helpers import new_text_message
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
@@ -50,6 +54,7 @@ from a2a.types.a2a_pb2 import (
     StringList,
     Task,
     TaskState,
+    TaskStatus,
 )
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -60,6 +65,7 @@ from starlette.types import Message
 from .._version import __version__
 from ._a2a_executor import A2AHost, TurnExecutor
 from ._card import card_url, json_card_response
+from ._store import SessionStore, StoreWriteError
 
 __all__ = ["A2A_PATH", "MAX_A2A_REQUEST_BYTES", "MAX_A2A_TASKS", "A2AEndpoint", "BoundedTaskStore"]
 
@@ -117,18 +123,76 @@ class _CallContext(DefaultServerCallContextBuilder):
 
 
 class BoundedTaskStore(TaskStore):
-    """The SDK's `InMemoryTaskStore`, keeping at most `limit` tasks: oldest finished first out."""
+    """The SDK's `InMemoryTaskStore`, at most `limit` tasks, each save committed to `host`'s store.
 
-    def __init__(self, limit: int = MAX_A2A_TASKS) -> None:
+    The memory serves every read; the host's session store (a named file) keeps each
+    task's latest state, so a task the host answered for is found after a restart
+    (`kill -9` included). A save returns once its row is committed, and the SDK sends a
+    task's event only after its save: nothing a client was told is missing from the
+    file. A save that cannot be stored raises `StoreWriteError` (the SDK fails the
+    request with it) and leaves the task failed, in memory only. A restarted host
+    reads its tasks back before its first A2A request; one whose turn was running is
+    failed then (`_cut`), its turn gone with the process. A private temporary store is
+    removed on close and read by no restart, so nothing is written to it.
+    """
+
+    def __init__(self, limit: int = MAX_A2A_TASKS, host: A2AHost | None = None) -> None:
         self.limit = limit
+        self.host = host
         self._store = InMemoryTaskStore()
         # (owner, task id) -> finished, oldest save first: what to let go past the limit.
         self._kept: collections.OrderedDict[tuple[str, str], bool] = collections.OrderedDict()
+        self._loaded = host is None
+        self._loading: asyncio.Lock | None = None
 
     def __len__(self) -> int:
         return len(self._kept)
 
+    def _file(self) -> SessionStore | None:
+        """The host's store if a restart can read it (looked up per use: a `MultiAgentHost`
+        gives each agent its part of one file after making the agent's host)."""
+        store = self.host.store if self.host is not None else None
+        return None if store is None or store.temporary else store
+
+    async def _ready(self) -> None:
+        """Read back what a last run of the host stored, once, before any other use."""
+        if self._loaded:
+            return
+        if self._loading is None:
+            self._loading = asyncio.Lock()
+        async with self._loading:
+            if self._loaded:
+                return
+            store = self._file()
+            if store is not None:
+                rows = [(owner, Task.FromString(blob)) for owner, blob in await store.tasks()]
+                writes = []
+                for owner, task in rows:
+                    if task.status.state not in _FINISHED:
+                        _cut(task)
+                        writes.append(store.put_task(owner, task.id, task.SerializeToString()))
+                await asyncio.gather(*writes)  # one commit for them all
+                for owner, task in rows:
+                    await self._remember(task, _context(owner))
+            self._loaded = True
+
     async def save(self, task: Task, context: ServerCallContext) -> None:
+        await self._ready()
+        store = self._file()
+        if store is not None:
+            try:
+                await store.put_task(context.user.user_name, task.id, task.SerializeToString())
+            except StoreWriteError as exc:
+                # Not stored, so not told: the SDK fails the request with this error. What
+                # memory keeps says so, rather than a state no restart would find.
+                failed = Task()
+                failed.CopyFrom(task)
+                _fail(failed, f"a2a: the task could not be stored ({exc}); it was not run on")
+                await self._remember(failed, context)
+                raise
+        await self._remember(task, context)
+
+    async def _remember(self, task: Task, context: ServerCallContext) -> None:
         await self._store.save(task, context)
         key = (context.user.user_name, task.id)
         self._kept[key] = task.status.state in _FINISHED
@@ -144,19 +208,56 @@ class BoundedTaskStore(TaskStore):
                 gone.append(kept)
                 if len(gone) == excess:
                     break
+        store = self._file()
         for owner, task_id in gone:
             del self._kept[owner, task_id]
-            await self._store.delete(task_id, ServerCallContext(user=_Caller(owner, True)))
+            await self._store.delete(task_id, _context(owner))
+            if store is not None:  # in the next commit; nobody waits to be told of it
+                store.delete_task(owner, task_id)
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
+        await self._ready()
         return await self._store.get(task_id, context)
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        await self._ready()
         return await self._store.list(params, context)
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
-        self._kept.pop((context.user.user_name, task_id), None)
+        await self._ready()
+        owner = context.user.user_name
+        store = self._file()
+        if self._kept.pop((owner, task_id), None) is not None and store is not None:
+            await store.delete_task(owner, task_id)
         await self._store.delete(task_id, context)
+
+
+def _context(owner: str) -> ServerCallContext:
+    return ServerCallContext(user=_Caller(owner, True))
+
+
+def _fail(task: Task, text: str) -> None:
+    """Make `task` failed with an agent message `text`, kind "unknown", as a cut stream is."""
+    meta: dict[str, Any] = {"kind": "unknown", "retryable": False}
+    if "session_id" in task.metadata:
+        meta["session_id"] = task.metadata["session_id"]
+    message = new_text_message(text, context_id=task.context_id, task_id=task.id)
+    message.metadata.update(meta)
+    task.status.CopyFrom(TaskStatus(state=TaskState.TASK_STATE_FAILED, message=message))
+    task.status.timestamp.GetCurrentTime()
+    task.metadata.update(meta)
+
+
+def _cut(task: Task) -> None:
+    """A stored task whose turn was running when the host stopped: failed, saying so."""
+    fields = task.metadata.fields  # a protobuf Struct: no .get() of its own
+    sid = fields["session_id"].string_value if "session_id" in fields else ""
+    where = f"; session {sid} holds what the turn wrote before" if sid else ""
+    _fail(
+        task,
+        "a2a: the host stopped (or was killed) while this task's turn ran; the turn did not "
+        f"finish and no answer is returned{where}",
+    )
 
 
 def agent_card(host: A2AHost, url: str) -> AgentCard:
@@ -193,7 +294,7 @@ class A2AEndpoint:
     def __init__(self, host: A2AHost) -> None:
         self.host = host
         self.executor = TurnExecutor(host)
-        self.tasks = BoundedTaskStore()
+        self.tasks = BoundedTaskStore(host=host)
         self.handler = DefaultRequestHandler(
             agent_executor=self.executor,
             task_store=self.tasks,

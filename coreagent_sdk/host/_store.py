@@ -21,6 +21,9 @@ What is durable when (the contract every caller of this module relies on):
   the ACL row before answering. Usage totals and the last touch are written
   as turns end and at eviction without being waited for: after a kill they
   may lag by the last turn, never the events.
+- **An A2A task exists once its row is committed** (`put_task`, awaited by the
+  A2A task store of `_a2a` before the SDK sends what it saved): its latest state,
+  per agent and caller, in the table `a2a_tasks`.
 - **Which crash the commit survives** is the operator's choice
   (``synchronous``): ``"normal"`` (the default; SQLite WAL with
   `synchronous=NORMAL`) survives the process being killed at any moment,
@@ -125,6 +128,14 @@ CREATE TABLE IF NOT EXISTS counters (
 # Who holds the file (one row), read by a host the lock refuses so it can name the holder.
 # Added to version 2 files as they are opened: a version 2 reader ignores it.
 _HOLDER = "CREATE TABLE IF NOT EXISTS holder (one INTEGER PRIMARY KEY, process TEXT NOT NULL)"
+# The A2A tasks a host answered for (`_a2a`), each one's latest state as the A2A SDK's
+# serialized `Task`, per agent and per caller (the SDK's owner). Added to version 2 files as
+# they are opened, as `holder`. A replaced row is inserted anew, so rowid order is the order
+# of the tasks' last saves (what a restarted host keeps of them, oldest first).
+_A2A_TASKS = (
+    "CREATE TABLE IF NOT EXISTS a2a_tasks (agent TEXT NOT NULL, owner TEXT NOT NULL, "
+    "task_id TEXT NOT NULL, task BLOB NOT NULL, PRIMARY KEY (agent, owner, task_id))"
+)
 _SESSION_COLUMNS = (
     "session_id, app, user, viewers, contributors, created_at, last_touched, tokens_in, "
     "tokens_out, turns"
@@ -245,7 +256,22 @@ class _Delete:
     session_id: str
 
 
-_Write = _Event | _Put | _Delete
+@attrs.frozen
+class _TaskPut:
+    agent: str
+    owner: str
+    task_id: str
+    task: bytes
+
+
+@attrs.frozen
+class _TaskDelete:
+    agent: str
+    owner: str
+    task_id: str
+
+
+_Write = _Event | _Put | _Delete | _TaskPut | _TaskDelete
 
 
 def _holder() -> str:
@@ -387,6 +413,7 @@ class _Db:
         self.conn.execute("PRAGMA wal_autocheckpoint=0")
         if version == _SCHEMA_VERSION:
             self.conn.execute(_HOLDER)
+            self.conn.execute(_A2A_TASKS)
             return
         # One transaction, the version checked again inside it: two hosts starting on one
         # old file at once migrate it once, and a failure leaves it as it was.
@@ -400,6 +427,7 @@ class _Db:
                         self.conn.execute(statement)
                 self.conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
             self.conn.execute(_HOLDER)
+            self.conn.execute(_A2A_TASKS)
             self.conn.execute("COMMIT")
         except BaseException:
             self._rollback()
@@ -491,6 +519,19 @@ class _Db:
         if isinstance(write, _Put):
             self._put(write.agent, write.row)
             return None
+        if isinstance(write, _TaskPut):
+            self.conn.execute(
+                "INSERT OR REPLACE INTO a2a_tasks (agent, owner, task_id, task) "
+                "VALUES (?, ?, ?, ?)",
+                (write.agent, write.owner, write.task_id, write.task),
+            )
+            return None
+        if isinstance(write, _TaskDelete):
+            self.conn.execute(
+                "DELETE FROM a2a_tasks WHERE agent = ? AND owner = ? AND task_id = ?",
+                (write.agent, write.owner, write.task_id),
+            )
+            return None
         # The agent's newest seq may be this session's: kept, so a delete frees no seq.
         agent = write.agent
         self._count(agent, "seq", self._seq(agent, seqs))
@@ -569,7 +610,7 @@ class _Db:
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for table in ("events", "sessions", "counters"):
+            for table in ("events", "sessions", "counters", "a2a_tasks"):
                 conn.execute(f"DELETE FROM {table} WHERE agent = ?", (agent,))
             conn.execute("COMMIT")
         except BaseException:
@@ -641,6 +682,15 @@ class _Db:
         finally:
             rows.close()
         return after, out
+
+    def tasks(self, agent: str) -> list[tuple[str, bytes]]:
+        """`agent`'s stored A2A tasks, (owner, serialized task), oldest last save first."""
+        found = (
+            self._reader()
+            .execute("SELECT owner, task FROM a2a_tasks WHERE agent = ? ORDER BY rowid", (agent,))
+            .fetchall()
+        )
+        return [(str(owner), bytes(task)) for owner, task in found]
 
     def rows(self, agent: str, skip: frozenset[str]) -> list[StoredSession]:
         found = (
@@ -1144,6 +1194,27 @@ class SessionStore:
             return []
         agent = self.agent
         return await self.file.read_off_loop(lambda db: db.rows(agent, skip), agent)
+
+    def put_task(self, owner: str, task_id: str, task: bytes) -> asyncio.Future[None]:
+        """Write an A2A task's state (`_a2a`); awaited, it is committed (else `StoreWriteError`)."""
+        done = self.file.write(_TaskPut(self.agent, owner, task_id, task))
+        done.add_done_callback(_retrieve)
+        return done
+
+    def delete_task(self, owner: str, task_id: str) -> asyncio.Future[None]:
+        """Forget an A2A task; awaited, it is committed."""
+        done = self.file.write(_TaskDelete(self.agent, owner, task_id))
+        done.add_done_callback(_retrieve)
+        return done
+
+    async def tasks(self) -> list[tuple[str, bytes]]:
+        """This agent's stored A2A tasks, (owner, serialized task), oldest last save first."""
+        if not self.opened:
+            await self.file.check()  # a named file: opened to read what a last run stored
+            if not self.opened:
+                return []  # a temporary file not made yet holds none
+        agent = self.agent
+        return await self.file.read_off_loop(lambda db: db.tasks(agent), agent)
 
     async def aclose(self) -> None:
         """Finish every write; close a file of its own (a shared one stays open for others)."""
