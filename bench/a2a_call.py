@@ -6,10 +6,11 @@ a process of its own pinned to core 1, at 1 and 50 calls in flight:
 
 - a2a-sdk: the A2A SDK's client (`ClientFactory.create_from_url` once, then
   `send_message` streamed per call), the baseline
-- callpeer: `CallPeer(A2ADirectory([url], max_age=60))`, the card reused for a minute,
-  so a call costs what the SDK's costs on the wire: one `SendStreamingMessage`
-- callpeer-card: `CallPeer(A2ADirectory([url]))`, the default: the card read again on
-  every call (a name resolved per call), one more round trip
+- callpeer: `CallPeer(A2ADirectory([url]))`, the defaults: the card kept as its
+  response's caching headers allow (this server sends an `ETag` and no `Cache-Control`,
+  so 5 s), then revalidated: a call is one `SendStreamingMessage`, as the SDK's
+- callpeer-revalidate: `A2ADirectory([url], max_age=0)`: the card asked again on every
+  call with `If-None-Match` (a 304, the parsed card reused), one more round trip
 
 Each cell: calls per second (best / median of the rounds), p50 latency, and the ratio
 of a call's time to the SDK client's (at 1 in flight p50 latency; at 50 in flight the
@@ -34,7 +35,7 @@ from typing import Any
 
 import wire_speed  # the same directory: its A2A server, its SDK caller, its loop
 
-CONTENDERS = ("a2a-sdk", "callpeer", "callpeer-card")
+CONTENDERS = ("a2a-sdk", "callpeer", "callpeer-revalidate")
 EXPECTED = "".join(wire_speed.CHUNKS).strip()
 
 
@@ -61,7 +62,7 @@ async def drive(contender: str, url: str, level: int, seconds: float) -> dict[st
     if contender == "a2a-sdk":
         call, close = await wire_speed.a2a_caller(url, level, True)
     else:
-        call, close = await callpeer_caller(url, level, 60.0 if contender == "callpeer" else None)
+        call, close = await callpeer_caller(url, level, None if contender == "callpeer" else 0.0)
     return await wire_speed.measure(call, close, level, seconds)
 
 
@@ -107,7 +108,7 @@ def compare(args: argparse.Namespace) -> None:
                     got = json.loads(out.strip().splitlines()[-1])
                     results.setdefault((contender, level), []).append(got)
                     print(
-                        f"  round {round_ + 1} {contender:>13} @{level:<3} {got['rate']:7.0f}/s "
+                        f"  round {round_ + 1} {contender:>19} @{level:<3} {got['rate']:7.0f}/s "
                         f"p50 {got['p50'] * 1000:6.2f} ms  failed {sum(got['failures'].values())}"
                         f"  load {_load()}",
                         flush=True,

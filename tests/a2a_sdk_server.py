@@ -62,15 +62,9 @@ class Guard(BaseHTTPMiddleware):
         return await call_next(request)
 
 
-async def main() -> None:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    # Listening before the port is printed: a bound socket that does not listen yet refuses a
-    # connection, and the test connects as soon as it reads the port (CI's rehearsal did).
-    sock.listen(128)
-    port = sock.getsockname()[1]
-    url = f"http://127.0.0.1:{port}/"
-    card = AgentCard(
+def card_of(url: str) -> AgentCard:
+    """The agent's card: one JSON-RPC interface at `url`, A2A 1.0, streaming."""
+    return AgentCard(
         name="sdk-agent",
         description="An agent of the A2A SDK's own classes",
         version="1.0.0",
@@ -82,12 +76,36 @@ async def main() -> None:
         default_output_modes=["text/plain"],
         skills=[AgentSkill(id="upper", name="upper", description="upper-cases", tags=["t"])],
     )
+
+
+def app(
+    url: str,
+    executor: AgentExecutor | None = None,
+    cache_control: str | None = None,
+    card_modifier: Any = None,
+) -> Starlette:
+    """The agent as an ASGI app of the SDK's own routes (in process, or under uvicorn)."""
+    card = card_of(url)
     handler = DefaultRequestHandler(
-        agent_executor=Chunks(), task_store=InMemoryTaskStore(), agent_card=card
+        agent_executor=executor or Chunks(), task_store=InMemoryTaskStore(), agent_card=card
     )
-    app = Starlette(routes=create_agent_card_routes(card) + create_jsonrpc_routes(handler, "/"))
-    app.add_middleware(Guard)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    routes = create_agent_card_routes(
+        card, card_modifier=card_modifier, cache_control=cache_control
+    )
+    served = Starlette(routes=routes + create_jsonrpc_routes(handler, "/"))
+    served.add_middleware(Guard)
+    return served
+
+
+async def main() -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    # Listening before the port is printed: a bound socket that does not listen yet refuses a
+    # connection, and the test connects as soon as it reads the port (CI's rehearsal did).
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    served = app(f"http://127.0.0.1:{port}/")
+    server = uvicorn.Server(uvicorn.Config(served, log_level="warning", lifespan="off"))
     print(port, flush=True)
     await server.serve(sockets=[sock])
 

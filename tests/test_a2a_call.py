@@ -36,7 +36,7 @@ from coreagent_sdk.errors import (
     PeerTurnError,
     UnknownPeerError,
 )
-from simulator import Fleet
+from simulator import FakeClock, Fleet
 from simulator.behaviors import delegate, echo
 
 TOKEN = "s3cr3t-a2a-token-value"
@@ -126,19 +126,24 @@ async def test_the_card_is_read_on_every_call_so_an_agent_removed_is_gone_on_the
     await fleet.aclose()
 
 
-async def test_an_a2a_directory_names_agents_by_their_cards_and_reads_them_per_call() -> None:
+async def test_an_a2a_directory_names_agents_by_their_cards_and_reads_them_again_once_stale() -> (
+    None
+):
     fleet = Fleet()
     fleet.add_a2a_peer("translator", upper)
     fleet.add_a2a_peer("summarizer", lambda t: t[:3])
+    clock = FakeClock()
     directory = A2ADirectory(
         [fleet.url("translator"), fleet.url("summarizer") + "/.well-known/agent-card.json"],
         transport=fleet.transport,
+        clock=clock,
     )
     tool = CallPeer(directory, transport=fleet.transport)
 
     assert sorted(p.name for p in await directory.peers()) == ["summarizer", "translator"]
     assert (await tool.acall(peer="summarizer", prompt="abcdef")).response == "abc"
-    fleet.remove_peer("summarizer")  # its card is gone: the next lookup says so
+    fleet.remove_peer("summarizer")  # its card is gone: the next lookup once stale says so
+    clock.advance(5.0)  # the documented reuse of a card that says nothing of caching
     with pytest.raises(DirectoryError, match="summarizer"):
         await tool.acall(peer="summarizer", prompt="abcdef")
     await tool.aclose()

@@ -2,12 +2,13 @@
 
 A card is what an A2A agent says of itself, so everything in it is hostile:
 its name, its URLs, its size. The card URLs are checked when given (the
-endpoint policy, `allowed_hosts`); a card is read through the SDK's own card
-resolver over our httpx transport with its body bounded; the JSON-RPC URL it
+endpoint policy, `allowed_hosts`); a card is read over our httpx transport
+with its body bounded and parsed by the SDK's own card parser; the JSON-RPC URL it
 declares becomes the peer's endpoint, which `CallPeer` checks again before
 it dials (a card pointing elsewhere passes the same policy as a registry
-entry). By default every lookup reads the card again, as `HubDirectory`
-asks the hub on every call; ``max_age`` trades that for speed.
+entry). A lookup reuses a card for as long as the agent's own caching
+headers allow, and revalidates it after (see `_a2a_cards`); ``max_age``
+overrides them.
 """
 
 from __future__ import annotations
@@ -23,21 +24,16 @@ from .._http._deadline import DEFAULT_REQUEST_TIMEOUT, governed, outer_deadline,
 from .._http._endpoint import checked_base_url, shown_url
 from .._http._hosts import HostAllowList
 from .._http._plumbing import LoopBoundClient
-from .._scrub import server_text
-from ..errors import CallPeerError, DirectoryError
-from ._a2a_bounds import BoundedBodies, limits
-from ._directory import A2AInterface, Peer, Roster
+from ..errors import DirectoryError
+from ._a2a_bounds import BoundedBodies
+from ._a2a_cards import A2A_LABEL, MAX_CARD_BYTES, CardCache, fetch_card
+from ._directory import Peer, Roster
 
 __all__ = ["A2A_LABEL", "CARD_PATH", "MAX_CARD_BYTES", "A2ADirectory", "read_card"]
 
 CARD_PATH = "/.well-known/agent-card.json"
 """Where an A2A agent serves its card, under its base URL."""
-MAX_CARD_BYTES = 256 * 1024
-"""The most of an agent card this SDK reads."""
-A2A_LABEL = "protocol"
-"""A registry label: a hub peer labelled ``protocol=a2a`` is an A2A agent (card read per call)."""
 _MAX_CARDS = 64  # cards read at once by one lookup
-_V1 = (1, 0)
 
 
 def card_url_of(url: str) -> str:
@@ -46,68 +42,15 @@ def card_url_of(url: str) -> str:
     return url.rstrip("/") + CARD_PATH if path in ("", "/") else url
 
 
-def _version(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(p) for p in text.split(".")[:2])
-    except ValueError:
-        return ()
-
-
 async def read_card(http: Any, card_url: str, name: str | None) -> Peer:
-    """The peer an agent card describes (named `name`, else by the card), its body bounded.
+    """The peer an agent card describes (named `name`, else by the card), read now, bounded.
 
     Raises `DirectoryError` naming the card when it cannot be read or declares no
     JSON-RPC interface.
     """
-    try:
-        from a2a.client import A2ACardResolver
-        from a2a.client.errors import AgentCardResolutionError
-    except ImportError:
-        raise DirectoryError(
-            f"directory: the agent card {shown_url(card_url)} is an A2A agent's, and the A2A "
-            "SDK is not installed; pip install 'coreagent-sdk[a2a]'"
-        ) from None
-    resolver = A2ACardResolver(http, card_url, agent_card_path="")
-    try:
-        with limits(MAX_CARD_BYTES, MAX_CARD_BYTES, "agent card"):
-            card = await resolver.get_agent_card(
-                http_kwargs={"headers": {"Accept-Encoding": "identity"}}
-            )
-    except CallPeerError:
-        raise
-    except AgentCardResolutionError as exc:
-        said, cut = server_text(str(exc.__cause__ or exc), 300)
-        raise DirectoryError(
-            f"directory: could not read the agent card {shown_url(card_url)}: "
-            f"{said}{'...' if cut else ''}; check the URL and that the agent is up",
-            status_code=exc.status_code,
-        ) from None
-    except Exception as exc:  # our bounds (ProtocolError), protobuf's checks
-        said, cut = server_text(str(exc), 300)
-        raise DirectoryError(
-            f"directory: could not read the agent card {shown_url(card_url)} "
-            f"({type(exc).__name__}: {said}{'...' if cut else ''}); is it an A2A agent?"
-        ) from None
-    interfaces = [i for i in card.supported_interfaces if i.protocol_binding == "JSONRPC"]
-    if not interfaces:
-        declared = sorted({i.protocol_binding for i in card.supported_interfaces})
-        shown, _ = server_text(", ".join(declared) or "none", 200)
-        raise DirectoryError(
-            f"directory: the agent card {shown_url(card_url)} declares no JSON-RPC interface "
-            f"(declares: {shown}); call_peer speaks A2A's JSON-RPC binding"
-        )
-    best = next((i for i in interfaces if _version(i.protocol_version) == _V1), interfaces[0])
-    own, _ = server_text(card.name, 200)
-    return Peer(
-        name if name is not None else own,
-        best.url,
-        {A2A_LABEL: "a2a"},
-        a2a=A2AInterface(
-            card_url=card_url,
-            protocol_version=best.protocol_version or "1.0",
-            streaming=bool(card.capabilities.streaming),
-        ),
-    )
+    peer, _ = await fetch_card(http, card_url, name, {})
+    assert peer is not None  # no validators sent: no 304 to get
+    return peer
 
 
 class A2ADirectory:
@@ -118,14 +61,18 @@ class A2ADirectory:
     well-known card (``/.well-known/agent-card.json``). ``transport`` reaches
     the agents (None: the real network); ``allowed_hosts`` limits the card
     URLs (checked here) and, given to `CallPeer` too, what their cards may
-    point at. ``max_age`` (seconds, opt-in) reuses a card read that recently on
-    ``clock``; None reads the card on every lookup.
+    point at. A lookup reuses a card as long as its response's caching headers
+    allow (``Cache-Control: max-age``, at most 300 s; ``no-cache`` revalidates
+    with its ``ETag`` on every lookup, ``no-store`` reads it on every lookup;
+    without such headers, 5 s), then asks again, conditionally: a changed card
+    takes effect on that lookup. ``max_age`` (seconds) reuses every card that
+    long instead (0: revalidate on every lookup); times are read on ``clock``.
 
     Attributes:
         cards: The card URLs, by name for a mapping (None for a list).
         allowed_hosts: The `HostAllowList` the card URLs had to pass (None: any host).
         timeout: Seconds one lookup may take outside `CallPeer` (whose deadline governs it).
-        max_age: Seconds a card read may be reused (None: read on every lookup).
+        max_age: Seconds a card read may be reused (None: as its caching headers say).
     """
 
     def __init__(
@@ -160,10 +107,13 @@ class A2ADirectory:
                         f"({', '.join(hosts.patterns) or 'empty'}); add the host if it is trusted"
                     )
         if max_age is not None and (
-            isinstance(max_age, bool) or not isinstance(max_age, (int, float)) or not max_age > 0
+            isinstance(max_age, bool)
+            or not isinstance(max_age, (int, float))
+            or not 0 <= max_age < float("inf")
         ):
             raise ValueError(
-                f"directory: max_age must be a positive number of seconds or None, got {max_age!r}"
+                f"directory: max_age must be a number of seconds >= 0 or None (the cards' own "
+                f"caching headers), got {max_age!r}"
             )
         self.cards = dict(zip(named, checked, strict=True)) if named is not None else None
         self._urls = tuple(checked)
@@ -172,7 +122,7 @@ class A2ADirectory:
         self.max_age = None if max_age is None else float(max_age)
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._http = LoopBoundClient(transport, None, wrap=BoundedBodies)
-        self._kept: dict[tuple[str, str | None], tuple[float, Peer]] = {}
+        self._cards = CardCache(self._clock, self.max_age)
 
     def __repr__(self) -> str:
         if self.cards is not None:
@@ -181,15 +131,7 @@ class A2ADirectory:
         f"{', ...' if len(self._urls) > 10 else ''}])"
 
     async def _read(self, url: str, name: str | None) -> Peer:
-        key = (url, name)
-        now = self._clock.now()
-        kept = self._kept.get(key)
-        if kept is not None and self.max_age is not None and 0 <= now - kept[0] <= self.max_age:
-            return kept[1]
-        peer = await read_card(self._http.get(), url, name)
-        if self.max_age is not None:
-            self._kept[key] = (now, peer)
-        return peer
+        return await self._cards.read(self._http.get(), url, name)
 
     async def _bounded(self, aw: Any) -> Any:
         if outer_deadline():

@@ -78,7 +78,8 @@ from ..jupyter import reenters, run_sync
 from . import _hops, _read_back
 from ._a2a_bounds import BoundedBodies
 from ._a2a_call import ask_a2a
-from ._a2a_directory import A2A_LABEL, A2ADirectory, card_url_of, read_card
+from ._a2a_cards import A2A_LABEL, CardCache
+from ._a2a_directory import A2ADirectory, card_url_of
 from ._chunks import chunk_sink
 from ._directory import Directory, HubDirectory, Peer, lookup_peer, read_token
 from ._loop_thread import LoopThread
@@ -377,6 +378,8 @@ class CallPeer:
         )
         self.wait_on_rate_limit = bool(wait_on_rate_limit)
         self._clock: Clock = clock if clock is not None else SystemClock()
+        # Hub peers labelled A2A: their cards, kept as their caching headers allow.
+        self._a2a_cards = CardCache(self._clock)
 
     def __repr__(self) -> str:
         return (
@@ -811,7 +814,7 @@ class CallPeer:
             # A hub peer labelled as an A2A agent: its card, read now, says how to reach it.
             self._check_host(call.peer, target.endpoint)
             card_url = card_url_of(target.endpoint)
-            target = await read_card(self._a2a_http.get(), card_url, target.name)
+            target = await self._a2a_cards.read(self._a2a_http.get(), card_url, target.name)
         if target.a2a is not None:
             text, truncated = await ask_a2a(
                 self, call, target, prompt, token, _event_bound(self.max_response_bytes)
