@@ -20,6 +20,7 @@ deadline governs. Here, on top:
 from __future__ import annotations
 
 import contextlib
+import functools
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -64,7 +65,15 @@ class CallPeer(Protocol):
     def _emit(self, kind: str, call: _Call) -> None: ...
 
 
-__all__ = ["ask_a2a"]
+__all__ = ["CANCEL_SECONDS", "ask_a2a", "cancel_task"]
+
+CANCEL_SECONDS = 1.0
+"""The longest the best-effort `CancelTask` of a task a call stopped reading may take.
+
+A call cut at its byte cap, past its deadline, or at a bound of what it reads stops
+reading a task the agent is still running; it then asks the agent to cancel it, and
+ends at most this much after its deadline (a cut call: after its answer was in hand).
+"""
 
 _MAX_QUOTED = 1000  # characters of a peer's own words quoted in an error message
 _MAX_ID = 256  # characters of a task id this SDK accepts (it goes into results and messages)
@@ -356,6 +365,14 @@ async def ask_a2a(
     status: Any = None
     task: Any = None
     call.injected = True  # from here the peer may have it, whatever we hear back
+
+    def opened(task_id: str) -> None:
+        _opened(tool, call, task_id)
+        if call.abandon is None:  # until the task ends, stopping to read it leaves it running
+            call.abandon = functools.partial(
+                cancel_task, client, call.session_id, headers, event_bound
+            )
+
     try:
         with limits(event_bound, _BODY_FACTOR * event_bound, "answer"):
             async with contextlib.aclosing(client.send_message(request, context=context)) as events:
@@ -369,16 +386,16 @@ async def ask_a2a(
                         return text, False
                     if kind == "task":
                         task = event.task
-                        _opened(tool, call, task.id)
+                        opened(task.id)
                         for artifact in task.artifacts:
                             answer.add(artifact, append=False)
                         status = task.status
                     elif kind == "status_update":
-                        _opened(tool, call, event.status_update.task_id)
+                        opened(event.status_update.task_id)
                         status = event.status_update.status
                     elif kind == "artifact_update":
                         update = event.artifact_update
-                        _opened(tool, call, update.task_id)
+                        opened(update.task_id)
                         sink = chunk_sink.get()
                         if sink is not None and not update.last_chunk:
                             # A streamed piece, for a bridge's progress (see _chunks); the
@@ -391,6 +408,7 @@ async def ask_a2a(
                     if answer.total > answer.cap:
                         return answer.text(cut=True)
                     if status is not None and TaskState.Name(status.state) in _ENDS:
+                        call.abandon = None  # it ended (or waits for input): nothing to cancel
                         break
                 else:
                     raise StreamEndedError(
@@ -412,6 +430,17 @@ async def ask_a2a(
             return data[: answer.cap].decode("utf-8", "ignore").rstrip(), True
         return text, False
     return answer.text()
+
+
+async def cancel_task(client: Any, task_id: str, headers: dict[str, str], event_bound: int) -> None:
+    """Ask the agent to cancel `task_id` (best effort: the caller bounds it, and logs a failure)."""
+    from a2a.client import ClientCallContext
+    from a2a.types import CancelTaskRequest
+
+    with limits(event_bound, event_bound, "answer to CancelTask"):
+        await client.cancel_task(
+            CancelTaskRequest(id=task_id), context=ClientCallContext(service_parameters=headers)
+        )
 
 
 def _opened(tool: CallPeer, call: _Call, task_id: str) -> None:

@@ -77,7 +77,7 @@ from ..errors import (
 from ..jupyter import reenters, run_sync
 from . import _hops, _read_back
 from ._a2a_bounds import BoundedBodies
-from ._a2a_call import ask_a2a
+from ._a2a_call import CANCEL_SECONDS, ask_a2a
 from ._a2a_cards import A2A_LABEL, CardCache
 from ._a2a_directory import A2ADirectory, card_url_of
 from ._chunks import chunk_sink
@@ -506,9 +506,13 @@ class CallPeer:
             else:
                 result = await span.run(call, self._acall(call, peer, prompt))
         except BaseException as exc:
+            if call.abandon is not None and isinstance(exc, CallPeerError):
+                await self._abandon(call)  # past the deadline, or at a bound: the task runs on
             if metrics is not None:
                 self._measure(metrics, call, exc)
             raise
+        if call.abandon is not None:
+            await self._abandon(call)  # cut at the byte cap: the rest is not wanted
         if metrics is not None:
             self._measure(metrics, call, None, truncated=result.truncated)
         if call.forget is not None:
@@ -532,6 +536,31 @@ class CallPeer:
             )
         except Exception:  # a broken exporter must not change the call's outcome
             self._log.warning("%s: recording metrics failed", self.name, exc_info=True)
+
+    async def _abandon(self, call: _Call) -> None:
+        """Cancel the A2A task the call stopped reading: best effort, within `CANCEL_SECONDS`.
+
+        Its failure never changes the call's own outcome: it is logged, scrubbed.
+        """
+        abandon, call.abandon = call.abandon, None
+        if abandon is None:
+            return
+        try:
+            with governed():
+                await within(CANCEL_SECONDS, abandon())
+        except (asyncio.TimeoutError, Exception) as exc:
+            said = (
+                f"no answer within {CANCEL_SECONDS:g} s"
+                if isinstance(exc, asyncio.TimeoutError)
+                else f"{type(exc).__name__}: {server_text(str(exc), 300)[0]}"
+            )
+            self._log.info(
+                "%s: could not cancel task %s on peer %s: %s",
+                self.name,
+                call.session_id,
+                _q(call.peer),
+                said,
+            )
 
     async def _forget(self, call: _Call) -> None:
         """Delete the call's session (delete_sessions=True): best effort, within the deadline."""

@@ -112,6 +112,7 @@ class _Call:
     """What one call knows so far, for errors and events."""
 
     __slots__ = (
+        "abandon",
         "budget",
         "forget",
         "id",
@@ -136,6 +137,8 @@ class _Call:
         self.waiting = False  # waiting for a free connection (see max_connections)
         # Deletes the session after the answer (delete_sessions=True); None: nothing to do.
         self.forget: Callable[[], Awaitable[None]] | None = None
+        # Cancels an A2A task the call stopped reading before it ended; None: nothing to do.
+        self.abandon: Callable[[], Awaitable[None]] | None = None
 
     def elapsed_ms(self) -> int:
         return int((time.perf_counter() - self.started) * 1000)

@@ -17,7 +17,9 @@ from typing import Any
 import httpx
 import pytest
 
-pytest.importorskip("a2a")
+# The A2A SDK's client, imported now: its import (up to 2 s on a loaded machine) would
+# otherwise fall inside the first call's 0.3 s deadline when this module runs alone.
+pytest.importorskip("a2a.client")
 
 from coreagent_sdk import A2ADirectory, CallPeer
 from coreagent_sdk.errors import (
@@ -104,6 +106,7 @@ class Agent(httpx.AsyncBaseTransport):
         self.elsewhere: list[httpx.Request] = []
         self.body: Pulled | None = None
         self.card_body: Pulled | None = None
+        self.cancels: list[str] = []  # the task ids a caller asked to cancel
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if request.url.host != HOST:
@@ -117,6 +120,14 @@ class Agent(httpx.AsyncBaseTransport):
             self.card_body = Pulled(lambda: iter(chunks))
             return httpx.Response(
                 200, headers={"content-type": "application/json"}, stream=self.card_body
+            )
+        sent = json.loads(await request.aread())
+        if sent.get("method") == "CancelTask":  # the caller stopped reading: it cancels
+            self.cancels.append(sent["params"]["id"])
+            canceled = {"id": sent["params"]["id"], "contextId": "c"}
+            canceled["status"] = {"state": "TASK_STATE_CANCELED"}  # type: ignore[assignment]
+            return httpx.Response(
+                200, json={"jsonrpc": "2.0", "id": sent["id"], "result": canceled}
             )
         self.body = Pulled(self.answer, self.limit)
         return httpx.Response(200, headers=self.headers, stream=self.body)
@@ -150,6 +161,7 @@ async def test_an_endless_stream_of_text_is_cut_at_the_cap_after_reading_little_
     assert result.truncated and result.response == "x" * 4096
     assert result.session_id == TASK
     assert agent.body is not None and agent.body.pulled < 10_000  # five artifact frames
+    assert agent.cancels == [TASK]  # and the task left running is canceled
 
 
 async def test_an_endless_stream_that_says_nothing_ends_at_the_body_bound() -> None:
@@ -174,7 +186,7 @@ async def test_a_slow_endless_stream_that_says_nothing_ends_at_the_deadline() ->
 
     async def handle(request: httpx.Request) -> httpx.Response:
         response = await original(request)
-        if not request.url.path.endswith("agent-card.json"):
+        if response.headers["content-type"] == "text/event-stream":  # the message's, no other
             response.stream = agent.body = Slow(agent.answer, 1000)
         return response
 
@@ -210,7 +222,8 @@ async def test_a_huge_artifact_in_one_event_is_refused_without_reading_it_whole(
     with pytest.raises(PeerRequestError, match="cannot be read"):
         await ask(agent)
 
-    assert len(agent.requests) == 2  # the card and the message; nothing after
+    assert len(agent.requests) == 3  # the card, the message and its CancelTask; nothing after
+    assert agent.cancels == [TASK]
 
 
 async def test_an_unstreamed_answer_past_the_body_bound_is_refused() -> None:
@@ -243,7 +256,7 @@ async def test_a_task_that_never_completes_ends_at_the_deadline_naming_the_task(
 
     async def handle(request: httpx.Request) -> httpx.Response:
         response = await original(request)
-        if not request.url.path.endswith("agent-card.json"):
+        if response.headers["content-type"] == "text/event-stream":  # the message's, no other
             response.stream = Stalling(stalled)
         return response
 
@@ -251,6 +264,7 @@ async def test_a_task_that_never_completes_ends_at_the_deadline_naming_the_task(
 
     with pytest.raises(PeerTimeoutError, match=f"within 0.3 s \\(session {TASK}\\)"):
         await ask(agent, timeout=0.3)
+    assert agent.cancels == [TASK]
 
 
 async def test_a_stream_that_ends_before_the_task_does_fails_rather_than_answer_half() -> None:
