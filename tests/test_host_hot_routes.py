@@ -61,3 +61,27 @@ async def test_a_method_a_hot_path_does_not_take_is_the_routers_405() -> None:
         said = await http.post(f"/sessions/{sid}/inject", headers=JSON, json={"message": "hi"})
         assert said.status_code == 200, said.text
     await host.aclose()
+
+
+async def test_hosts_sharing_one_route_table_each_answer_for_themselves() -> None:
+    # Every host of a kind shares its routes (_host_routes): the host a request reaches is
+    # the one that answers, its sessions and its name, whichever host used them last.
+    one, two = (AgentHost(n, session_rate_limit=None) for n in ("one", "two"))
+    seen = []
+    async with (
+        httpx.AsyncClient(transport=ASGITransport(one.app), base_url="http://one.test") as a,
+        httpx.AsyncClient(transport=ASGITransport(two.app), base_url="http://two.test") as b,
+    ):
+        sid = (await a.post("/sessions", headers=JSON)).json()["sessionID"]
+        for http in (b, a, b):
+            caps = await opening(http, "default", {})
+            seen.append(caps["agent"]["name"])
+        missing = await b.post(f"/sessions/{sid}/inject", headers=JSON, json={"text": "x"})
+        listed = await a.get("/sessions")
+    await one.aclose()
+    await two.aclose()
+    assert seen == ["two", "one", "two"]
+    assert missing.status_code == 404  # the session is one's alone
+    assert sid in listed.text
+    assert sid not in two.sessions and sid in one.sessions
+

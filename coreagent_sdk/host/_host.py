@@ -27,14 +27,11 @@ import itertools
 import math
 import os
 from collections.abc import Callable, Mapping
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import httpx
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._attach._agentcard import AGENT_CARD_PATH
@@ -53,27 +50,17 @@ from ._daemon import StreamHook
 from ._events_endpoint import _EventsEndpoint
 from ._gowire import is_json_media_type, origin_allowed
 from ._gowire import sse as encode_sse
-from ._hot_routes import HotRoutes
-from ._method_not_allowed import GoMethodNotAllowed
-from ._peers_handlers import deregister, heartbeat, list_peers, register
+from ._host_routes import HOST, host_routes
 from ._ratelimit import SessionRateLimit, SessionRateLimiter
 from ._registry import ANONYMOUS, Identity, PeerRegistry
 from ._replies import _q, _text, _unauthorized
 from ._runtimes import Runtimes
 from ._session import STARTUP_SESSION, _Session
-from ._session_handlers import (
-    create_session,
-    delete_session,
-    inject,
-    list_sessions,
-    wake,
-    whoami,
-)
 from ._shared_store import SharedStore
 from ._shared_store import session_store as _session_store
 from ._spans import ServerSpans
 from ._store import StoredSession, sweep_period
-from ._store_errors import STORE_ERRORS, _answer_unreadable, _StoreUnreadable, _unreadable
+from ._store_errors import STORE_ERRORS, _unreadable
 
 if TYPE_CHECKING:
     from ._a2a import A2AEndpoint
@@ -128,6 +115,7 @@ class _Guard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         daemon = self.daemon
+        scope[HOST] = daemon  # the shared routes answer for the host named here
         if scope["type"] == "http" and scope["path"] == AGENT_CARD_PATH and daemon.description:
             # The card bypasses auth, as the daemon's cardBypass routes it: discovery is public.
             await daemon.card(Request(scope))(scope, receive, send)
@@ -398,20 +386,9 @@ class AgentHost:
         self._sweep_anchor = self.clock.now()
         self._resuming: dict[str, asyncio.Task[None]] = {}
         self._capabilities: dict[tuple[Any, ...], bytes] = {}
-        events = _EventsEndpoint(self)
-        create = partial(create_session, self)
-        routes = [
-            Route("/sessions", create, methods=["POST"]),
-            Route("/sessions", partial(list_sessions, self), methods=["GET"]),
-            Route("/whoami", partial(whoami, self), methods=["GET"]),
-        ]
-        for prefix in ("/sessions/{app}/{sid}", "/sessions/{sid}"):
-            routes += [
-                Route(f"{prefix}/inject", partial(inject, self), methods=["POST"]),
-                Route(f"{prefix}/wake", partial(wake, self), methods=["POST"]),
-                Route(f"{prefix}/events", events, methods=["GET"]),
-                Route(prefix, partial(delete_session, self), methods=["DELETE"]),
-            ]
+        # The host's own event streams; the routes are shared by every host of its kind and
+        # reach it through the scope (_host_routes), so an idle host holds no copy of them.
+        self._events = _EventsEndpoint(self)
         # A2A's JSON-RPC at POST /, behind the same guard as the attach routes (its module, and
         # the a2a SDK with it, is imported only here: a host without A2A never imports `a2a`).
         self._a2a: A2AEndpoint | None = None
@@ -426,23 +403,11 @@ class AgentHost:
                     "pip install 'coreagent-sdk[host,a2a]'"
                 ) from exc
             self._a2a = A2AEndpoint(self)
-            routes.append(self._a2a.route)
-        if registry is not None:  # elsewhere /peers is the router's own 404
-            routes += [
-                Route("/peers", partial(list_peers, self), methods=["GET"]),
-                Route("/peers", partial(register, self), methods=["POST"]),
-                Route("/peers/{rid}/heartbeat", partial(heartbeat, self), methods=["POST"]),
-                Route("/peers/{rid}", partial(deregister, self), methods=["DELETE"]),
-            ]
-        # The daemon's otelhttp wraps everything it serves, the card and refusals too.
-        # A store that cannot be read is 400 on every session route, as `writeLookupError`.
-        router = Starlette(routes=routes, exception_handlers={_StoreUnreadable: _answer_unreadable})
-        # A delegation's create, events, inject and delete skip the router's layers (_hot_routes).
-        hot = [r for r in routes if r.endpoint in (create, events) or r.path.endswith("/inject")]
-        hot += [r for r in routes if r.methods == {"DELETE"} and r.path.startswith("/sessions/")]
-        app: ASGIApp = ServerSpans(
-            _Guard(HotRoutes(GoMethodNotAllowed(router, routes), routes, hot), self)
+        routes = host_routes(
+            hub=registry is not None, extra=(self._a2a.route,) if self._a2a is not None else ()
         )
+        # The daemon's otelhttp wraps everything it serves, the card and refusals too.
+        app: ASGIApp = ServerSpans(_Guard(routes, self))
         self.app = middleware(app) if middleware is not None else app
         # Every daemon starts with one session of its own; it is never evicted or deleted.
         self.sessions[STARTUP_SESSION] = _Session(self, app_name, STARTUP_SESSION, ANONYMOUS.name)
