@@ -88,11 +88,29 @@ def test_the_development_section_checks_what_ci_checks() -> None:
     section = README.split("## Development", 1)[1]
     ci = (Path(__file__).resolve().parent.parent / ".ci" / "run").read_text()
     for command in (
-        "ruff check coreagent_sdk simulator tests bench",
-        "ruff format --check coreagent_sdk simulator tests bench README.md",
+        "ruff check coreagent_sdk simulator tests bench notebooks examples",
+        "ruff format --check coreagent_sdk simulator tests bench notebooks examples README.md",
         "mypy --strict coreagent_sdk",
     ):
         assert command in section and command in ci, command
+
+
+@pytest.mark.parametrize("command", [["check"], ["format", "--check", "--diff"]])
+def test_the_notebooks_and_examples_are_as_ruff_wants_them(command: list[str]) -> None:
+    """ruff reads .ipynb: the notebooks are code users copy, linted as the package is."""
+    ruff = Path(sys.executable).with_name("ruff")
+    if not ruff.exists():
+        pytest.skip("ruff is not installed beside this Python (pip install -e '.[dev]')")
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [str(ruff), *command, "notebooks", "examples"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_the_host_example_serves_an_agent_that_a_call_peer_reaches() -> None:
