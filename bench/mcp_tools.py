@@ -13,12 +13,13 @@ process each side, kept sessions, rounds interleaved:
   the SDK's own session (the baseline for the next row: same turn, same events);
 - turn-mcp-tool: the same turn with the server's tool offered as an MCP tool of a skill.
 
-evictions: 100 agents, one stdio server each, a RuntimeCache of 16; leases walk the agents
-round robin so every lease past the first 16 builds (starts a server) and evicts (stops
-one). The children alive are counted after every lease, and RSS sampled.
+evictions: 100 agents, one stdio server each, in a MultiAgentHost whose RuntimeCache holds
+16; one turn at a time walks the agents round robin (CallPeer in process), so every turn
+past the first 16 builds (starts a server) and evicts (stops one). The children alive are
+counted right after every build and after every turn, and RSS sampled.
 
     python bench/mcp_tools.py calls [--calls 200] [--rounds 7]
-    python bench/mcp_tools.py evictions [--leases 1000]
+    python bench/mcp_tools.py evictions [--leases 1016] [--budget 3600]
 """
 
 from __future__ import annotations
@@ -163,8 +164,11 @@ class Loader:
         return AgentConfig(agent_id, agent_id, skills=("box",))
 
 
-async def evictions_bench(leases: int, agents: int, bound: int) -> None:
-    print(f"load average at start: {os.getloadavg()}; cpus: {os.cpu_count()}")
+async def evictions_bench(leases: int, agents: int, bound: int, budget: float) -> None:
+    from coreagent_sdk import ASGITransport, CallPeer, Peer, RoutingTransport, StaticDirectory
+    from coreagent_sdk.host import MultiAgentHost, Turn
+
+    print(f"load average at start: {os.getloadavg()}; cpus: {os.cpu_count()}", flush=True)
     skills = {"box": Skill("box", mcp_servers=[server()])}
     builder = AgentBuilder(
         BuilderConfig(
@@ -172,33 +176,62 @@ async def evictions_bench(leases: int, agents: int, bound: int) -> None:
             skill_catalog=skills,
         )
     )
-    cache = RuntimeCache(Loader(), builder, max_instances=bound)
+    most_at_build = 0
+
+    def on_event(event: Any) -> None:
+        # Right after a build is the moment the most servers are alive: count them then.
+        nonlocal most_at_build
+        if event.kind == "built":
+            most_at_build = max(most_at_build, children())
+
+    cache = RuntimeCache(Loader(), builder, max_instances=bound, on_event=on_event)
+
+    async def turn_of(turn: Turn) -> None:
+        status = turn.runtime.mcp_status
+        await turn.say("ok" if status and status[0].ok else f"not started: {status}")
+
+    names = [f"agent-{i}" for i in range(agents)]
+    host = MultiAgentHost(runtimes=cache, behavior=turn_of, session_rate_limit=None)
+    for name in names:
+        host.add(name)
+    routes = RoutingTransport({f"{n}.test": ASGITransport(host.app(n)) for n in names})
+    directory = StaticDirectory([Peer(n, f"http://{n}.test") for n in names])
     most = 0
     samples: list[tuple[int, float]] = []
     started = time.perf_counter()
-    for i in range(leases):
-        async with cache.lease(f"agent-{i % agents}") as agent:
-            if not agent.mcp_status[0].ok:
-                raise AssertionError(agent.mcp_status)
-        most = max(most, children())
-        if i % max(1, leases // 10) == 0 or i == leases - 1:
-            samples.append((i, rss_mib()))
-            # As it goes: a run cut short (a timeout on a loaded machine) still says something.
-            print(
-                f"  lease {i}: RSS {samples[-1][1]:.0f} MiB, servers alive now {children()}, "
-                f"most so far {most}, {time.perf_counter() - started:.0f} s",
-                flush=True,
-            )
+    done = 0
+    async with CallPeer(directory, transport=routes, timeout=180) as tool:
+        for i in range(leases):
+            if time.perf_counter() - started > budget:
+                print(f"  stopped at lease {i}: the {budget:.0f} s budget is spent", flush=True)
+                break
+            answer = await tool.acall(peer=names[i % agents], prompt="go")
+            if answer.response != "ok":
+                raise AssertionError(answer.response)
+            done = i + 1
+            most = max(most, children())
+            if i % max(1, leases // 20) == 0 or i == leases - 1:
+                samples.append((i, rss_mib()))
+                # As it goes: a run cut short (a timeout on a loaded machine) still says something.
+                print(
+                    f"  turn {i}: RSS {samples[-1][1]:.0f} MiB, servers alive now {children()}, "
+                    f"most after a build {most_at_build}, after a turn {most}, "
+                    f"{time.perf_counter() - started:.0f} s, load {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
     took = time.perf_counter() - started
-    await cache.aclose()
+    await host.aclose()  # closes the cache too
     stats = cache.stats
     print(
-        f"{leases} leases over {agents} agents, cache bound {bound}: builds {stats.builds}, "
-        f"evictions {stats.evictions}, closes {stats.closes}; {took:.0f} s "
+        f"{done} turns over {agents} agents in a MultiAgentHost, cache bound {bound}: builds "
+        f"{stats.builds}, evictions {stats.evictions}, closes {stats.closes}; {took:.0f} s "
         f"({took / max(1, stats.builds) * 1000:.0f} ms a build)"
     )
-    print(f"  servers alive, most seen after a lease: {most} (bound {bound})")
-    print("  RSS MiB by lease: " + ", ".join(f"{i}: {mib:.0f}" for i, mib in samples))
+    print(
+        f"  servers alive, most seen: {most_at_build} right after a build, {most} after a "
+        f"turn (bound {bound})"
+    )
+    print("  RSS MiB by turn: " + ", ".join(f"{i}: {mib:.0f}" for i, mib in samples))
     print(f"  children after aclose: {children()}")
     print(f"load average at end: {os.getloadavg()}")
 
@@ -213,11 +246,12 @@ def main() -> None:
     ev.add_argument("--leases", type=int, default=1000)
     ev.add_argument("--agents", type=int, default=100)
     ev.add_argument("--bound", type=int, default=16)
+    ev.add_argument("--budget", type=float, default=3600, help="stop after this many seconds")
     args = parser.parse_args()
     if args.kind == "calls":
         asyncio.run(calls_bench(args.calls, args.rounds))
     else:
-        asyncio.run(evictions_bench(args.leases, args.agents, args.bound))
+        asyncio.run(evictions_bench(args.leases, args.agents, args.bound, args.budget))
 
 
 if __name__ == "__main__":

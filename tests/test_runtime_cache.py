@@ -122,38 +122,45 @@ async def test_an_instance_without_a_close_method_is_simply_dropped() -> None:
     assert cache.resident() == ["b"] and cache.stats.closes == 1
 
 
-async def test_a_build_that_finishes_into_a_full_cache_evicts_and_closes_once() -> None:
+async def test_a_miss_into_a_full_cache_closes_the_evicted_instance_before_building() -> None:
     cache, _, builder = make("a", "b", max_instances=1)
     builder.hold("a")
     builder.hold("b")
     wait_a = asyncio.create_task(cache.processor("a"))
     wait_b = asyncio.create_task(cache.processor("b"))
     await builder.started["a"].wait()
-    await builder.started["b"].wait()
-    builder.release("a")
-    builder.release("b")
-    a, b = await asyncio.gather(wait_a, wait_b)
     await settle()
-    # Both waiters got an open instance, even the one evicted before it resumed.
+    # a's build holds the only room: b's build waits for it instead of starting a second.
+    assert not builder.started["b"].is_set()
+    builder.release("a")
+    a = await wait_a
+    await builder.started["b"].wait()
+    # a was evicted and closed before b's builder ran: never two alive at once.
+    assert a.close_calls == 1 and cache.alive == 1
+    builder.release("b")
+    b = await wait_b
+    await settle()
     assert a.cfg.id == "a" and b.cfg.id == "b"
-    assert cache.resident() == ["b"]
-    assert a.close_calls == 1 and not b.closed
+    assert cache.resident() == ["b"] and not b.closed
     assert_resident_or_closed_once(cache, builder)
 
 
-async def test_an_instance_evicted_before_its_waiter_resumes_is_handed_out_open() -> None:
+async def test_an_instance_is_handed_to_its_waiter_open_even_with_a_miss_queued_behind_it() -> None:
     cache, _, builder = make("a", "b", max_instances=1)
     builder.hold("a")
-    wait_a = asyncio.create_task(cache.processor("a"))
+
+    async def first() -> tuple[object, bool]:
+        got = await cache.processor("a")
+        return got, got.closed
+
+    wait_a = asyncio.create_task(first())
     await builder.started["a"].wait()
     builder.release("a")
-    # Fill the cache with b in the same loop turn a's build completes in.
-    builder.hold("b")
+    # Ask for b in the same loop turn a's build completes in: it must not evict a first.
     wait_b = asyncio.create_task(cache.processor("b"))
-    await builder.started["b"].wait()
-    builder.release("b")
-    handed = await wait_a
-    assert not handed.closed
+    handed, closed_when_handed = await wait_a
+    assert handed.cfg.id == "a"
+    assert not closed_when_handed
     await wait_b
     await settle()
     assert_resident_or_closed_once(cache, builder)
@@ -288,9 +295,9 @@ async def test_the_event_hook_sees_builds_hits_evictions_closes_and_failures() -
     assert kinds == [
         ("built", "a"),
         ("hit", "a"),
-        ("built", "b"),
-        ("evicted", "a"),
+        ("evicted", "a"),  # room made, and the evicted instance closed, before b is built
         ("closed", "a"),
+        ("built", "b"),
         ("invalidated", "b"),
         ("closed", "b"),
         ("build_failed", "a"),

@@ -19,6 +19,19 @@ How it holds:
 - Evicted or invalidated instances with pins are retired: closed when the
   last pin is released. Closes run in tracked tasks, so a close never runs
   inside the call that caused it and never raises into it.
+
+The bound counts instances alive (built, or being built, and not yet closed),
+not only resident ones: an instance may be a process (an MCP server), and
+"16 at most" must hold for the processes, not just for the LRU. So a build
+first reserves room: at capacity it evicts the least recently used unpinned
+instance and awaits that instance's close *before* the builder runs; with no
+unpinned instance it waits for what will free room by itself (a close under
+way, another build finishing, a waiter picking up its hand-off). When every
+instance alive is leased it waits up to `lease_wait` seconds for a lease to
+end (a turn's lease outlives the answer its caller already has by a moment),
+then builds anyway, over the bound until a lease ends: waiting on a lease
+without a limit could wait forever (a turn holding its runtime while it calls
+the agent being built), and a cache that deadlocks serves nobody.
 """
 
 from __future__ import annotations
@@ -36,6 +49,7 @@ import attrs
 from ..errors import CacheClosedError
 
 __all__ = [
+    "DEFAULT_LEASE_WAIT",
     "DEFAULT_MAX_INSTANCES",
     "AgentConfig",
     "Builder",
@@ -46,7 +60,12 @@ __all__ = [
 ]
 
 DEFAULT_MAX_INSTANCES = 64
-"""How many instances a `RuntimeCache` keeps resident unless `max_instances=` says otherwise."""
+"""How many instances a `RuntimeCache` keeps alive unless `max_instances=` says otherwise."""
+
+DEFAULT_LEASE_WAIT = 1.0
+# How long a miss with every instance leased waits for one lease to end before it builds
+# over the bound: long enough for a turn's lease to end after its answer was sent, short
+# enough that a turn which calls, while leased, the agent being built is not held long.
 
 _log = logging.getLogger("coreagent_sdk.runtime_cache")
 
@@ -138,19 +157,20 @@ class CacheEvent:
 
 
 class _Slot:
-    __slots__ = ("agent_id", "closing", "instance", "pins", "retired", "slug")
+    __slots__ = ("agent_id", "closing", "handoffs", "instance", "pins", "retired", "slug")
 
     def __init__(self, agent_id: str, instance: Any, slug: str) -> None:
         self.agent_id = agent_id
         self.instance = instance
         self.slug = slug
         self.pins = 0  # leases held, plus hand-offs to waiters not yet resumed
+        self.handoffs = 0  # of the pins, those handed to waiters not yet resumed
         self.retired = False  # out of the LRU: close when unpinned
         self.closing = False
 
 
 class _Build:
-    __slots__ = ("closed", "future", "stale", "task", "waiters")
+    __slots__ = ("building", "closed", "future", "stale", "task", "waiters")
 
     def __init__(self, future: asyncio.Future[_Slot]) -> None:
         self.future = future
@@ -158,17 +178,23 @@ class _Build:
         self.waiters = 0
         self.stale = False  # invalidated while building: build again
         self.closed = False  # aclose() while building: close and fail
+        self.building = False  # room reserved, the builder running
 
 
 class RuntimeCache:
     """A bounded LRU of per-agent runtime instances with single-flight builds.
 
-    ``max_instances <= 0`` means `DEFAULT_MAX_INSTANCES`. ``on_event`` (optional)
+    ``max_instances <= 0`` means `DEFAULT_MAX_INSTANCES`. The bound counts
+    instances alive (resident, leased after eviction, or closing): a miss at
+    capacity evicts and awaits the evicted instance's close before it builds.
+    With every instance leased, a miss waits ``lease_wait`` seconds for a
+    lease to end, then builds over the bound (never a deadlock). ``on_event`` (optional)
     receives a `CacheEvent` for every build, hit, eviction, close,
     invalidation and failed build; ``logger`` receives close errors.
 
     Attributes:
-        max_instances: How many instances the cache holds at most.
+        max_instances: How many instances the cache holds at most (alive, not only resident).
+        lease_wait: Seconds a miss with every instance leased waits for a lease to end.
     """
 
     def __init__(
@@ -177,18 +203,24 @@ class RuntimeCache:
         builder: Builder,
         *,
         max_instances: int = DEFAULT_MAX_INSTANCES,
+        lease_wait: float = DEFAULT_LEASE_WAIT,
         logger: logging.Logger | None = None,
         on_event: Callable[[CacheEvent], None] | None = None,
     ) -> None:
         self._loader = loader
         self._builder = builder
         self.max_instances = max_instances if max_instances > 0 else DEFAULT_MAX_INSTANCES
+        self.lease_wait = max(0.0, lease_wait)
         self._log = logger if logger is not None else _log
         self._on_event = on_event
         # Most recently used last: a hit is one `move_to_end`.
         self._resident: OrderedDict[str, _Slot] = OrderedDict()
         self._builds: dict[str, _Build] = {}
         self._closing: set[asyncio.Task[None]] = set()
+        # Instances built and not yet closed, plus builds that reserved room for one.
+        self._alive = 0
+        # Builds waiting for room, woken whenever room may have been made.
+        self._room: list[asyncio.Future[None]] = []
         self._hits = 0
         self._misses = 0
         self._built = 0
@@ -208,6 +240,11 @@ class RuntimeCache:
 
     def __len__(self) -> int:
         return len(self._resident)
+
+    @property
+    def alive(self) -> int:
+        """Instances built (or being built) and not yet closed: resident, leased or closing."""
+        return self._alive
 
     def resident(self) -> list[str]:
         """Resident agent ids, most recently used first."""
@@ -294,6 +331,7 @@ class RuntimeCache:
         self._resident.clear()
         for slot in slots:
             self._retire(slot)
+        self._wake()  # builds waiting for room see `closed` and give up
         tasks = [b.task for b in builds if b.task is not None]
         if tasks:
             await asyncio.wait(tasks)
@@ -313,21 +351,35 @@ class RuntimeCache:
             build.task = loop.create_task(self._run_build(agent_id, build))
         build.waiters += 1
         try:
-            return await asyncio.shield(build.future)
+            slot = await asyncio.shield(build.future)
         except asyncio.CancelledError:
             fut = build.future
             if fut.done() and not fut.cancelled() and fut.exception() is None:
+                fut.result().handoffs -= 1
                 self._unpin(fut.result())  # the pin handed to us at install time
             else:
                 build.waiters -= 1
             raise
+        slot.handoffs -= 1
+        self._wake()
+        return slot
 
     async def _run_build(self, agent_id: str, build: _Build) -> None:
         try:
             while True:
                 build.stale = False
                 cfg = await self._loader.load_config(agent_id)
-                instance = await self._builder.build(cfg)
+                await self._reserve(agent_id, build)
+                if build.stale:  # invalidated while it waited for room
+                    self._release()
+                    continue
+                try:
+                    instance = await self._builder.build(cfg)
+                except BaseException:
+                    self._release()
+                    raise
+                finally:
+                    build.building = False
                 self._built += 1
                 slot = _Slot(agent_id, instance, cfg.slug)
                 # From here to the end of the iteration nothing awaits: the
@@ -363,10 +415,68 @@ class RuntimeCache:
             if self._builds.get(agent_id) is build:
                 del self._builds[agent_id]
 
+    async def _reserve(self, agent_id: str, build: _Build) -> None:
+        """Make room for one more instance alive (see the module's docstring), then take it."""
+        loop = asyncio.get_running_loop()
+        leased_until: float | None = None  # when waiting for a lease to end gives up
+        while self._alive >= self.max_instances:
+            if build.closed:
+                raise CacheClosedError(
+                    f"runtime_cache: the cache was closed while agent {agent_id!r} was "
+                    "waiting to be built; nothing was built. Call processor() again."
+                )
+            victim = next((s for s in self._resident.values() if s.pins == 0), None)
+            if victim is not None:
+                del self._resident[victim.agent_id]
+                self._evictions += 1
+                self._emit("evicted", victim.agent_id)
+                task = self._retire(victim)
+                if task is not None:
+                    await asyncio.shield(task)
+                continue
+            timeout: float | None = None
+            if not (
+                self._closing
+                or any(b.building for b in self._builds.values())
+                or any(s.handoffs for s in self._resident.values())
+            ):
+                # Every instance alive is leased: wait a while for a lease to end, then go
+                # over the bound until one does.
+                if leased_until is None:
+                    leased_until = loop.time() + self.lease_wait
+                timeout = leased_until - loop.time()
+                if timeout <= 0:
+                    break
+            room = loop.create_future()
+            self._room.append(room)
+            try:
+                await asyncio.wait((room,), timeout=timeout)
+            finally:
+                if room in self._room:
+                    self._room.remove(room)
+        if build.closed:
+            raise CacheClosedError(
+                f"runtime_cache: the cache was closed while agent {agent_id!r} was "
+                "waiting to be built; nothing was built. Call processor() again."
+            )
+        self._alive += 1
+        build.building = True
+
+    def _release(self) -> None:
+        self._alive -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        room, self._room = self._room, []
+        for fut in room:
+            if not fut.done():
+                fut.set_result(None)
+
     def _install(self, slot: _Slot, build: _Build) -> None:
         agent_id = slot.agent_id
         del self._builds[agent_id]
         slot.pins = build.waiters
+        slot.handoffs = build.waiters
         self._resident[agent_id] = slot
         self._emit("built", agent_id)
         while len(self._resident) > self.max_instances:
@@ -375,6 +485,7 @@ class RuntimeCache:
             self._emit("evicted", victim.agent_id)
             self._retire(victim)
         build.future.set_result(slot)
+        self._wake()  # a build no waiter is left for leaves an unpinned instance
 
     def _retire(self, slot: _Slot) -> asyncio.Task[None] | None:
         slot.retired = True
@@ -384,8 +495,10 @@ class RuntimeCache:
 
     def _unpin(self, slot: _Slot) -> None:
         slot.pins -= 1
-        if slot.pins == 0 and slot.retired:
-            self._schedule_close(slot)
+        if slot.pins == 0:
+            if slot.retired:
+                self._schedule_close(slot)
+            self._wake()  # an unpinned instance is one a waiting build may evict
 
     def _schedule_close(self, slot: _Slot) -> asyncio.Task[None] | None:
         if slot.closing:
@@ -412,6 +525,7 @@ class RuntimeCache:
             )
         finally:
             self._closes += 1
+            self._release()
             self._emit("closed", slot.agent_id)
 
     def _emit(self, kind: str, agent_id: str, error: str | None = None) -> None:
