@@ -161,3 +161,27 @@ async def test_a_body_that_is_not_json_rpc_is_refused_and_the_server_goes_on() -
     assert answer.status_code == 400
     assert answer.json()["error"]["code"] == -32700
     assert result.content[0].text == "still here"
+
+
+def test_the_served_token_variable_is_never_handed_to_an_mcp_server_of_the_same_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from coreagent_sdk._scrub import scoped
+    from coreagent_sdk.mcp._env import server_environment
+
+    from coreagent_sdk._scrub import register
+
+    monkeypatch.setenv("MCP_SERVE_TOKEN_CRED_TEST", "serve-token-71c9e2d4")
+    with scoped():
+        AgentMCPServer(behaviors.echo(), name="echo").http_app(
+            token_env="MCP_SERVE_TOKEN_CRED_TEST"
+        )
+        # A host of many agents reads each one's secrets: the scrubber keeps the latest 256,
+        # so its knowing the token's value cannot be what keeps the variable from a server.
+        for i in range(300):
+            register(f"agent-{i}-secret-3b8e0f")
+        parent = {"PATH": "/bin", "MCP_SERVE_TOKEN_CRED_TEST": "serve-token-71c9e2d4"}
+        env = server_environment({"LEAK": "${env:MCP_SERVE_TOKEN_CRED_TEST}"}, {}, parent)
+    assert "MCP_SERVE_TOKEN_CRED_TEST" not in env and env["PATH"] == "/bin"
+    assert env["LEAK"] == ""  # not even by reference
+    assert "serve-token-71c9e2d4" not in "".join(env.values())

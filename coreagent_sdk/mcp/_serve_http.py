@@ -25,7 +25,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .._attach._token import checked_token, variable_unset, variable_where
+from .._attach._token import checked_token, credential_variable, variable_unset, variable_where
 from ..host._attach_auth import presented_token, token_matches
 
 if TYPE_CHECKING:
@@ -38,13 +38,19 @@ _log = logging.getLogger("coreagent_sdk.mcp")
 
 
 def read_serve_token(env: str) -> str:
-    """The token held in `env` (registered with the scrubber); TokenUnsetError when unset."""
+    """The token held in `env` (registered with the scrubber, `env` as a fleet credential).
+
+    TokenUnsetError when unset.
+    """
     if not isinstance(env, str) or not env.strip():
         # What was given is not repeated: it may be the token itself.
         raise ValueError(
             "mcp: token_env must name an environment variable (such as FLEET_TOKEN), "
             f"got {'an empty name' if isinstance(env, str) else 'a ' + type(env).__name__}"
         )
+    # A fleet credential: never handed to an MCP server this process starts (by name, so
+    # whether the scrubber still remembers the value does not matter).
+    credential_variable(env)
     token = checked_token(os.environ.get(env, ""), variable_where(env), "mcp")
     if token is None:
         raise variable_unset(
