@@ -62,8 +62,8 @@ class Guard(BaseHTTPMiddleware):
         return await call_next(request)
 
 
-def card_of(url: str) -> AgentCard:
-    """The agent's card: one JSON-RPC interface at `url`, A2A 1.0, streaming."""
+def card_of(url: str, streaming: bool = True) -> AgentCard:
+    """The agent's card: one JSON-RPC interface at `url`, A2A 1.0, streaming unless told."""
     return AgentCard(
         name="sdk-agent",
         description="An agent of the A2A SDK's own classes",
@@ -71,7 +71,7 @@ def card_of(url: str) -> AgentCard:
         supported_interfaces=[
             AgentInterface(protocol_binding="JSONRPC", url=url, protocol_version="1.0")
         ],
-        capabilities=AgentCapabilities(streaming=True),
+        capabilities=AgentCapabilities(streaming=streaming),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
         skills=[AgentSkill(id="upper", name="upper", description="upper-cases", tags=["t"])],
@@ -83,9 +83,10 @@ def app(
     executor: AgentExecutor | None = None,
     cache_control: str | None = None,
     card_modifier: Any = None,
+    streaming: bool = True,
 ) -> Starlette:
     """The agent as an ASGI app of the SDK's own routes (in process, or under uvicorn)."""
-    card = card_of(url)
+    card = card_of(url, streaming)
     handler = DefaultRequestHandler(
         agent_executor=executor or Chunks(), task_store=InMemoryTaskStore(), agent_card=card
     )

@@ -19,6 +19,7 @@ deadline governs. Here, on top:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import uuid
@@ -65,7 +66,7 @@ class CallPeer(Protocol):
     def _emit(self, kind: str, call: _Call) -> None: ...
 
 
-__all__ = ["CANCEL_SECONDS", "ask_a2a", "cancel_task"]
+__all__ = ["CANCEL_SECONDS", "ask_a2a", "cancel_task", "read_task"]
 
 CANCEL_SECONDS = 1.0
 """The longest the best-effort `CancelTask` of a task a call stopped reading may take.
@@ -79,6 +80,8 @@ _MAX_QUOTED = 1000  # characters of a peer's own words quoted in an error messag
 _MAX_ID = 256  # characters of a task id this SDK accepts (it goes into results and messages)
 _BODY_FACTOR = 16  # a stream may carry this many event bounds in all before it is cut
 _KEPT_CLIENTS = 256
+_MAX_POLLS = 600  # GetTask requests of one read-back of a task still running
+_POLL_SECONDS = (0.05, 1.0)  # the first and the longest wait between them
 
 
 def _q(value: str) -> str:
@@ -105,7 +108,7 @@ class _Answer:
     def add(self, artifact: Any, append: bool) -> bool:
         """Take one artifact (update); True once the answer is over the cap."""
         key = artifact.artifact_id or f"#{len(self.order)}"
-        text = _parts_text(artifact)
+        text = _artifact_text(artifact)
         if key not in self.texts:
             self.order.append(key)
             self.texts[key] = ""
@@ -120,20 +123,26 @@ class _Answer:
 
     def text(self, cut: bool = False) -> tuple[str, bool]:
         """The answer; `cut`: reading stopped at the cap, so more was on its way."""
-        whole = _SEPARATOR.join(self.texts[k] for k in self.order).strip()
+        # Scrubbed whole, not piece by piece: a token split across two chunks is still one.
+        whole = scrub(_SEPARATOR.join(self.texts[k] for k in self.order)).strip()
         data = whole.encode()
         if len(data) <= self.cap:
             return whole, cut
         return data[: self.cap].decode("utf-8", "ignore").rstrip(), True
 
 
-def _parts_text(holder: Any) -> str:
-    """The text parts of an artifact or message, scrubbed, one line apart."""
-    return "\n".join(scrub(p.text) for p in holder.parts if p.WhichOneof("content") == "text")
+def _artifact_text(artifact: Any) -> str:
+    """An artifact's text parts, unscrubbed, as one text.
+
+    Concatenated: a streamed artifact's appended chunks are its parts (the SDK's task
+    store extends ``parts`` on an append), so `GetTask` reads back what the stream said.
+    """
+    return "".join(p.text for p in artifact.parts if p.WhichOneof("content") == "text")
 
 
 def _message_text(message: Any) -> str:
-    return _parts_text(message)
+    """A message's text parts, one line apart, scrubbed."""
+    return scrub("\n".join(p.text for p in message.parts if p.WhichOneof("content") == "text"))
 
 
 def _checked_id(tool: str, peer: str, value: str) -> str:
@@ -203,7 +212,9 @@ def _check_dial(tool: CallPeer, target: Peer) -> None:
         )
 
 
-def _status_error(tool: CallPeer, call: _Call, exc: BaseException) -> CallPeerError | None:
+def _status_error(
+    tool: CallPeer, call: _Call, exc: BaseException, step: str = "SendMessage"
+) -> CallPeerError | None:
     """A status the peer answered with, as CallPeer's typed error (None: not a status)."""
     cause = exc.__cause__
     if not isinstance(cause, httpx.HTTPStatusError):
@@ -218,7 +229,7 @@ def _status_error(tool: CallPeer, call: _Call, exc: BaseException) -> CallPeerEr
             else "the peer requires a token: pass token_env='VAR' and export VAR"
         )
         return PeerRequestError(
-            f"{who} refused the credential on SendMessage (401); {fix}", status_code=401
+            f"{who} refused the credential on {step} (401); {fix}", status_code=401
         )
     if status == 429:
         after = retry_after_seconds(response.headers.get("retry-after"))
@@ -228,19 +239,21 @@ def _status_error(tool: CallPeer, call: _Call, exc: BaseException) -> CallPeerEr
             retry_after=after,
         )
     return PeerRequestError(
-        f"{who} answered SendMessage with {status} {_said(response.reason_phrase)}",
+        f"{who} answered {step} with {status} {_said(response.reason_phrase)}",
         status_code=status,
     )
 
 
-def _mapped(tool: CallPeer, call: _Call, exc: Exception) -> CallPeerError:
+def _mapped(
+    tool: CallPeer, call: _Call, exc: Exception, step: str = "SendMessage"
+) -> CallPeerError:
     """An error of the SDK (or of our bounds under it) as CallPeer's typed error."""
     from a2a.client import A2AClientError
 
     who = f"{tool.name}: peer {_q(call.peer)}"
     task = f" (task {call.session_id})" if call.session_id else ""
     _scrub.scrub_chain(exc)
-    status = _status_error(tool, call, exc)
+    status = _status_error(tool, call, exc, step)
     if status is not None:
         return status
     bounded = exc if isinstance(exc, ProtocolError) else exc.__cause__
@@ -263,8 +276,9 @@ def _mapped(tool: CallPeer, call: _Call, exc: Exception) -> CallPeerError:
     from a2a.utils.errors import A2AError
 
     if isinstance(exc, A2AError):
+        what = "the message" if step == "SendMessage" else step
         return PeerRequestError(
-            f"{who} refused the message ({type(exc).__name__}){task}: {_said(str(exc))}"
+            f"{who} refused {what} ({type(exc).__name__}){task}: {_said(str(exc))}"
         )
     # The SDK's own checks of what it read ("no compatible transports found", a response
     # with neither task nor message) and protobuf's parse errors.
@@ -387,9 +401,9 @@ async def ask_a2a(
                     if kind == "task":
                         task = event.task
                         opened(task.id)
+                        status = task.status
                         for artifact in task.artifacts:
                             answer.add(artifact, append=False)
-                        status = task.status
                     elif kind == "status_update":
                         opened(event.status_update.task_id)
                         status = event.status_update.status
@@ -400,15 +414,17 @@ async def ask_a2a(
                         if sink is not None and not update.last_chunk:
                             # A streamed piece, for a bridge's progress (see _chunks); the
                             # last chunk is the answer itself (AgentHost(a2a=True) sends it so).
-                            text = _parts_text(update.artifact)
+                            text = scrub(_artifact_text(update.artifact))
                             if text:
                                 await sink(text)
                         if answer.add(update.artifact, append=update.append):
                             return answer.text(cut=True)  # the rest is left unread
+                    ended = status is not None and TaskState.Name(status.state) in _ENDS
+                    if ended:
+                        call.abandon = None  # it ended (or waits for input): nothing to cancel
                     if answer.total > answer.cap:
                         return answer.text(cut=True)
-                    if status is not None and TaskState.Name(status.state) in _ENDS:
-                        call.abandon = None  # it ended (or waits for input): nothing to cancel
+                    if ended:
                         break
                 else:
                     raise StreamEndedError(
@@ -454,3 +470,77 @@ def _opened(tool: CallPeer, call: _Call, task_id: str) -> None:
             f"{tool.name}: peer {_q(call.peer)} sent events of task {checked!r} in the stream of "
             f"task {call.session_id}; is it an A2A agent?"
         )
+
+
+async def read_task(
+    tool: CallPeer, call: _Call, target: Peer, token: str | None, cap: int, event_bound: int
+) -> tuple[str, bool]:
+    """A task's whole answer read back with `GetTask` (`CallPeer.read_answer`): (text, truncated).
+
+    A task still running is asked again (at most `_MAX_POLLS` times, waits growing to
+    1 s) until it ends; the caller's deadline bounds it all. A completed task's
+    artifacts are the answer, cut at `cap`; a canceled one has no whole answer (a call
+    that stops reading a task cancels it), and says so.
+    """
+    from a2a.client import ClientCallContext
+    from a2a.types import GetTaskRequest, TaskState
+
+    _check_dial(tool, target)
+    client = _client(tool, target)
+    headers = {"Accept-Encoding": "identity"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    context = ClientCallContext(service_parameters=headers)
+    wait = _POLL_SECONDS[0]
+    for _ in range(_MAX_POLLS):
+        try:
+            with limits(event_bound, event_bound, "task"):
+                task = await client.get_task(GetTaskRequest(id=call.session_id), context=context)
+        except CallPeerError:
+            raise
+        except Exception as exc:
+            raise _mapped(tool, call, exc, "GetTask") from exc
+        if task.id != call.session_id:
+            shown, _ = server_text(task.id[:_MAX_QUOTED], 80)
+            raise PeerRequestError(
+                f"{tool.name}: peer {_q(call.peer)} answered GetTask for task {call.session_id} "
+                f"with task {shown!r}; is it an A2A agent?"
+            )
+        state = TaskState.Name(task.status.state)
+        if state in _ENDS:
+            break
+        await asyncio.sleep(wait)
+        wait = min(2 * wait, _POLL_SECONDS[1])
+    else:
+        raise PeerRequestError(
+            f"{tool.name}: task {call.session_id} on peer {_q(call.peer)} was still "
+            f"{state} after {_MAX_POLLS} reads; no partial answer is returned. Try again later"
+        )
+    if state == "TASK_STATE_CANCELED":
+        raise PeerTurnError(
+            f"{tool.name}: task {call.session_id} on peer {_q(call.peer)} was canceled, so it "
+            "has no whole answer (a call that stops reading a task, at its byte cap or its "
+            "deadline, cancels it); no partial answer is returned. Call again with a larger "
+            "max_response_bytes or timeout",
+            kind="canceled",
+            peer_message="",
+            retryable=False,
+            session_id=call.session_id,
+        )
+    if state != "TASK_STATE_COMPLETED":
+        raise _turn_error(tool, call, state, task.status, task)
+    answer = _Answer(cap)
+    for artifact in task.artifacts:
+        answer.add(artifact, append=False)
+    if not answer.order and task.status.HasField("message"):
+        return _capped(_message_text(task.status.message), cap)
+    return answer.text()
+
+
+def _capped(text: str, cap: int) -> tuple[str, bool]:
+    """`text` stripped, cut at `cap` UTF-8 bytes: (text, truncated)."""
+    text = text.strip()
+    data = text.encode()
+    if len(data) > cap:
+        return data[:cap].decode("utf-8", "ignore").rstrip(), True
+    return text, False

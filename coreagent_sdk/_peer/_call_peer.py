@@ -42,7 +42,6 @@ from .._attach._client import MULTI_SESSION_HINT, AttachClient
 from .._attach._oversized import OversizedFrame
 from .._attach._quote import go_quote, quoted_names
 from .._attach._recording import recording_peer
-from .._attach._sse import MAX_EVENT_BYTES
 from .._attach._token import credential_variable
 from .._attach._wire import AgentEvent, AgentFrame, Frame, TurnComplete, TurnError
 from .._clock import Clock, SystemClock
@@ -85,7 +84,7 @@ from ._directory import Directory, HubDirectory, Peer, lookup_peer, read_token
 from ._loop_thread import LoopThread
 from ._read_back import DEFAULT_READ_BACK_BYTES
 from ._results import ANSWER_SEPARATOR as _SEPARATOR
-from ._results import MAX_TIMEOUT, CallPeerEvent, CallPeerResult, _Call
+from ._results import MAX_TIMEOUT, CallPeerEvent, CallPeerResult, _Call, event_bound
 from ._slots import CallSlots
 
 __all__ = [
@@ -126,13 +125,6 @@ _MAX_QUOTED = 1000  # characters of a peer's own words quoted in an error messag
 # The daemon's cap on an inject body (protocol.md: write bodies, inject 8 KiB). A prompt
 # over it is refused before any request, so no session is left open on the peer.
 _MAX_INJECT_BYTES = 8 * 1024
-# Past this many bytes of JSON an event is read from its two ends (`_oversized`), and
-# its first bytes must hold `cap` bytes of text: Go writes <, > and & as 6-byte \u escapes.
-_EVENT_MARGIN = 64 * 1024
-
-
-def _event_bound(cap: int) -> int:
-    return max(MAX_EVENT_BYTES, 6 * cap + _EVENT_MARGIN)
 
 
 Gate = Callable[[str, str], "Awaitable[None] | None"]
@@ -598,6 +590,9 @@ class CallPeer:
         gate, ``allowed_hosts`` and the token apply as to a call. Waits for
         the peer's turn to end if it is still running; a log that has lost the
         answer's beginning raises `PeerRequestError` rather than return a tail.
+        For an A2A agent the task is read with `GetTask` (asked again while it
+        runs); a task the cut call canceled raises `PeerTurnError` (kind
+        ``canceled``): it has no whole answer.
         """
         return await _read_back.read_answer(self, result, max_response_bytes, timeout)
 
@@ -810,13 +805,22 @@ class CallPeer:
                 "to allowed_hosts if it is trusted"
             )
 
+    async def _a2a_target(self, call: _Call, target: Peer) -> Peer:
+        """`target`, or for a hub peer labelled an A2A agent, the peer its card describes."""
+        if target.a2a is None and target.labels.get(A2A_LABEL) == "a2a":
+            # Its card (kept as its caching headers allow) says how to reach it.
+            self._check_host(call.peer, target.endpoint)
+            card_url = card_url_of(target.endpoint)
+            return await self._a2a_cards.read(self._a2a_http.get(), card_url, target.name)
+        return target
+
     def _client_for(self, peer: str, target: Peer, token: str | None, cap: int) -> AttachClient:
         """A client for `target`, refused before anything is sent if its host is not allowed.
 
         Shared by a call and `read_answer`, so both dial under the same host check.
         """
         self._check_host(peer, target.endpoint)
-        bound = _event_bound(cap)
+        bound = event_bound(cap)
         http = self._http.get()
         # A peer's client is made once per event loop's pool and reused: making one parses
         # and checks its URL and merges its headers, a twentieth of a delegation's CPU.
@@ -839,14 +843,10 @@ class CallPeer:
     async def _ask(
         self, call: _Call, target: Peer, prompt: str, token: str | None
     ) -> CallPeerResult:
-        if target.a2a is None and target.labels.get(A2A_LABEL) == "a2a":
-            # A hub peer labelled as an A2A agent: its card, read now, says how to reach it.
-            self._check_host(call.peer, target.endpoint)
-            card_url = card_url_of(target.endpoint)
-            target = await self._a2a_cards.read(self._a2a_http.get(), card_url, target.name)
+        target = await self._a2a_target(call, target)
         if target.a2a is not None:
             text, truncated = await ask_a2a(
-                self, call, target, prompt, token, _event_bound(self.max_response_bytes)
+                self, call, target, prompt, token, event_bound(self.max_response_bytes)
             )
             return CallPeerResult(
                 peer=target.name,
@@ -976,7 +976,7 @@ class CallPeer:
     def _unreadable(self, call: _Call, oversized: OversizedFrame, why: str) -> PeerRequestError:
         return PeerRequestError(
             f"{self.name}: peer {_q(call.peer)} sent one event of {oversized.size} bytes, over "
-            f"the {_event_bound(self.max_response_bytes)} bytes a call reads of one event, and "
+            f"the {event_bound(self.max_response_bytes)} bytes a call reads of one event, and "
             f"it could not be read ({why}); no partial answer is returned. Read it on the peer "
             f"(session {call.session_id}), or ask for a shorter answer"
         )

@@ -16,6 +16,8 @@ a call, and never returns a partial answer that looks whole.
   the prompt the caller injected; a log that does not (the daemon replays its
   newest 5,000 events only) has lost the answer's beginning, and reading it
   fails instead of returning the tail as if it were the answer.
+- An A2A agent's task is read with `GetTask` instead (`_a2a_call.read_task`), under
+  the same lookup, endpoint check, token, deadline and cap.
 """
 
 from __future__ import annotations
@@ -37,8 +39,10 @@ from ..errors import (
     PeerTimeoutError,
     ProtocolError,
 )
+from ._a2a_call import CallPeer as A2ACaller
+from ._a2a_call import read_task
 from ._directory import Peer, read_token
-from ._results import MAX_TIMEOUT, CallPeerResult, _Call
+from ._results import MAX_TIMEOUT, CallPeerResult, _Call, event_bound
 
 __all__ = ["DEFAULT_READ_BACK_BYTES", "MAX_READ_BACK_BYTES", "read_answer"]
 
@@ -51,7 +55,7 @@ MAX_READ_BACK_BYTES = 64 * 1024 * 1024
 _READ_TYPES = frozenset({"agent", "turn-complete", "turn-error"})
 
 
-class CallPeer(Protocol):
+class CallPeer(A2ACaller, Protocol):
     """What reading an answer back uses of the `CallPeer` it reads for (no import of the tool)."""
 
     name: str
@@ -61,6 +65,7 @@ class CallPeer(Protocol):
 
     async def _check_gate(self, peer: str) -> None: ...
     async def _resolve(self, name: str) -> Peer: ...
+    async def _a2a_target(self, call: _Call, target: Peer) -> Peer: ...
     def _client_for(self, peer: str, target: Peer, token: str | None, cap: int) -> AttachClient: ...
     async def _read(self, call: _Call, frames: Any, cap: int | None = None) -> tuple[str, bool]: ...
     def _request_error(self, call: _Call, exc: CoreAgentError, step: str) -> CallPeerError: ...
@@ -90,15 +95,23 @@ def _checked(tool: CallPeer, result: object, cap: object, timeout: object) -> tu
             f"{tool.name}: read_answer's timeout must be seconds in (0, {MAX_TIMEOUT:g}], got "
             f"{timeout!r}; None uses the tool's own ({tool.timeout:g})"
         )
-    try:
-        checked_segment(result.session_id, "session id")
-    except ProtocolError:
-        shown = result.session_id[:80]
+    if not result.session_id:
         raise InvalidArgumentError(
-            f"{tool.name}: session id {shown!r} is not a plain path segment, so it is not put "
-            "into a URL; pass the CallPeerResult the call returned"
-        ) from None
+            f"{tool.name}: the result names no session (or A2A task) to read back; pass the "
+            "CallPeerResult of a call that reached a peer"
+        )
     return cap, float(timeout)
+
+
+def _checked_segment(tool: CallPeer, session_id: str) -> None:
+    """A session id goes into an attach URL: only a plain path segment does."""
+    try:
+        checked_segment(session_id, "session id")
+    except ProtocolError:
+        raise InvalidArgumentError(
+            f"{tool.name}: session id {session_id[:80]!r} is not a plain path segment, so it is "
+            "not put into a URL; pass the CallPeerResult the call returned"
+        ) from None
 
 
 async def _from_the_prompt(call: _Call, tool: CallPeer, frames: Any) -> AsyncIterator[Any]:
@@ -130,7 +143,11 @@ async def read_answer(
     token = read_token(tool.token_env, tool._environ, tool.name)
 
     async def read() -> tuple[str, str, bool]:
-        target = await tool._resolve(result.peer)
+        target = await tool._a2a_target(call, await tool._resolve(result.peer))
+        if target.a2a is not None:  # an A2A agent: the task's own answer, by GetTask
+            text, truncated = await read_task(tool, call, target, token, cap, event_bound(cap))
+            return target.name, text, truncated
+        _checked_segment(tool, result.session_id)
         client = tool._client_for(result.peer, target, token, cap)
         step = "GET events"
         try:

@@ -13,9 +13,20 @@ from typing import Any
 
 import attrs
 
+from .._attach._sse import MAX_EVENT_BYTES
 from . import _hops
 
-__all__ = ["ANSWER_SEPARATOR", "MAX_TIMEOUT", "CallPeerEvent", "CallPeerResult"]
+__all__ = ["ANSWER_SEPARATOR", "MAX_TIMEOUT", "CallPeerEvent", "CallPeerResult", "event_bound"]
+
+# Past this many bytes of JSON an event is read from its two ends (`_oversized`), and
+# its first bytes must hold `cap` bytes of text: Go writes <, > and & as 6-byte \u escapes.
+_EVENT_MARGIN = 64 * 1024
+
+
+def event_bound(cap: int) -> int:
+    """The bytes one event (or one A2A body) may take when `cap` bytes of answer are wanted."""
+    return max(MAX_EVENT_BYTES, 6 * cap + _EVENT_MARGIN)
+
 
 MAX_TIMEOUT = 900.0
 """The largest `timeout=` a `CallPeer` accepts, in seconds."""

@@ -345,6 +345,25 @@ async def test_an_agent_echoing_the_token_everywhere_shows_none_of_it() -> None:
     assert TOKEN not in str(caught.value) and TOKEN not in caught.value.message
 
 
+async def test_a_token_echoed_split_across_two_streamed_chunks_is_scrubbed_whole() -> None:
+    half = len(TOKEN) // 2
+    agent = Agent(
+        lambda: iter(
+            [
+                task(),
+                artifact(f"here: {TOKEN[:half]}"),
+                artifact(f"{TOKEN[half:]} there", append=True),
+                status("TASK_STATE_COMPLETED"),
+            ]
+        )
+    )
+
+    result = await ask(agent, token_env="T", environ={"T": TOKEN})
+
+    assert result.response.startswith("here: ") and result.response.endswith(" there")
+    assert TOKEN not in result.response and TOKEN[:half] + TOKEN[half:] not in repr(result)
+
+
 async def test_an_error_answer_echoing_the_token_is_scrubbed() -> None:
     error = {"jsonrpc": "2.0", "id": "1", "error": {"code": -32603, "message": f"bad {TOKEN}"}}
     agent = Agent(
