@@ -166,10 +166,8 @@ async def test_a_body_that_is_not_json_rpc_is_refused_and_the_server_goes_on() -
 def test_the_served_token_variable_is_never_handed_to_an_mcp_server_of_the_same_process(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from coreagent_sdk._scrub import scoped
+    from coreagent_sdk._scrub import register, scoped
     from coreagent_sdk.mcp._env import server_environment
-
-    from coreagent_sdk._scrub import register
 
     monkeypatch.setenv("MCP_SERVE_TOKEN_CRED_TEST", "serve-token-71c9e2d4")
     with scoped():
