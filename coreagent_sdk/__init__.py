@@ -40,6 +40,7 @@ from ._attach._wire import (
 )
 from ._clock import Clock, FakeClock, SystemClock
 from ._display._callgraph import CallEdge, CallGraph, call_graph
+from ._display._render import escape_html
 from ._http._deadline import DEFAULT_REQUEST_TIMEOUT
 from ._http._endpoint import endpoint_problem
 from ._http._hosts import HostAllowList
@@ -171,6 +172,7 @@ __all__ = [
     "__version__",
     "call_graph",
     "endpoint_problem",
+    "escape_html",
     "lookup_peer",
     "quote_name",
     "run_sync",

@@ -98,6 +98,7 @@ SDK = {
     "__version__",
     "call_graph",
     "endpoint_problem",
+    "escape_html",
     "lookup_peer",
     "quote_name",
     "run_sync",

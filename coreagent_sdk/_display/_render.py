@@ -43,6 +43,7 @@ __all__ = [
     "cache_text",
     "calls_html",
     "escape",
+    "escape_html",
     "fleet_html",
     "result_html",
     "result_text",
@@ -98,9 +99,20 @@ def _shown(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-def _e(value: object) -> str:
-    """Escaped text: the only way a value enters markup (and `_UNSHOWN` shown as escapes)."""
+def escape_html(value: object) -> str:
+    """`value` as text that HTML (or SVG) may carry, as the SDK's own notebook views show it.
+
+    `html.escape` (quotes included), after showing as escapes (``\\x1b``, ``\\u202e``)
+    what markup must not carry as it is: control characters but tab and line breaks, DEL
+    and the C1 controls, lone surrogates, U+FFFE/U+FFFF, the line and paragraph
+    separators, and the bidi controls, which would turn the rest of a line around (a peer
+    named ``"admin\\u202e"`` made a call's "0.2 ms · failed" read "deliaf · sm 2.0"). Use
+    it for whatever a peer, a model or a run said, in views of your own.
+    """
     return html.escape(_UNSHOWN.sub(_shown, str(value)), quote=True)
+
+
+_e = escape_html  # the only way a value enters markup
 
 
 escape = _e

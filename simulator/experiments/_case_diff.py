@@ -14,11 +14,12 @@ counting the pairs that stayed the same (``.to_pandas()`` has every pair).
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
+
+from coreagent_sdk import escape_html
 
 if TYPE_CHECKING:
     from ._results import Results
@@ -31,8 +32,7 @@ _COLOURS = {"fixed": "#1a7f37", "broke": "#cf222e"}
 _ORDER = {"broke": 0, "fixed": 1, "same: failed": 2, "same: passed": 3, "one side only": 4}
 
 
-def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+_e = escape_html  # the core's escaping: controls and bidi overrides shown as escapes
 
 
 @attrs.frozen(repr=False)

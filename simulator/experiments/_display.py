@@ -1,16 +1,17 @@
 """How `Results` look: a short text in a console, an HTML table in a notebook.
 
 Every string that came from a run (parameter values, case names, peer
-names, error kinds) goes through `html.escape` before it enters markup, and
+names, error kinds) goes through the core's `escape_html` before it enters markup, and
 all markup is built here. Styles are inline, there is no script, and the
 table is bounded (`_SHOWN` settings, then a line saying how many more).
 """
 
 from __future__ import annotations
 
-import html
 import math
 from typing import TYPE_CHECKING
+
+from coreagent_sdk import escape_html
 
 if TYPE_CHECKING:
     from ._results import Results
@@ -26,8 +27,9 @@ _BOX = (
 _CELL = "text-align:left;padding:1px 10px 1px 0;vertical-align:middle"
 
 
-def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+# The core's own escaping: controls and bidi overrides a peer or a case holds are shown as
+# escapes, not passed raw into the table (html.escape alone let U+202E turn a row around).
+_e = escape_html
 
 
 def _headline(results: Results) -> str:

@@ -14,14 +14,13 @@ What came from the run (names, values) is escaped before it enters markup.
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
-from coreagent_sdk import CallTree
+from coreagent_sdk import CallTree, escape_html
 
 __all__ = ["TrialTree"]
 
@@ -33,8 +32,7 @@ _BOX = (
 )
 
 
-def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+_e = escape_html  # the core's escaping: controls and bidi overrides shown as escapes
 
 
 def _badge(text: str, colour: str) -> str:
