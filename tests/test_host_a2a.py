@@ -556,3 +556,48 @@ async def test_a_fleets_peer_added_with_a2a_answers_the_sdk_client_and_call_peer
     await client.close()
     await http.aclose()
     await fleet.aclose()
+
+
+def test_the_executors_frame_reader_reads_every_event_as_the_typed_wire_does() -> None:
+    """The executor reads its own host's `agent` frames without the typed decode: what it
+    reads of each (author, text, partial, tool parts, turn end) is what `AgentEvent` says."""
+    from coreagent_sdk._attach._wire import (
+        AgentEvent,
+        Content,
+        FunctionCall,
+        FunctionResponse,
+        Part,
+        decode_frame,
+    )
+    from coreagent_sdk.host._a2a_executor import _frame
+    from coreagent_sdk.host._gowire import go_json
+    from coreagent_sdk.host._store import agent_frame
+
+    parts = [
+        (Part(text="plain"),),
+        (Part(text="a"), Part(text="thinking", thought=True), Part(text="b")),
+        (Part(text="calls"), Part(function_call=FunctionCall("kubectl", {"get": "x"}))),
+        (Part(function_response=FunctionResponse("kubectl", {"ok": True})),),
+        (Part(text=""), Part(thought=False, text="é\u2028")),
+        (),
+    ]
+    events = [AgentEvent(author="agent", content=None, turn_complete=True)]
+    for i, p in enumerate(parts):
+        for partial in (False, True):
+            events.append(
+                AgentEvent(
+                    author=("agent", "user", "")[i % 3],
+                    content=Content(role="model", parts=p),
+                    partial=partial,
+                    turn_complete=i == 2,
+                )
+            )
+    for event in events:
+        raw = agent_frame(7, go_json(event.to_dict()).encode())
+        read = _frame(raw)
+        _, _, rest = raw.partition(b"\n")
+        typed = decode_frame("agent", rest[6:].decode()).event  # type: ignore[union-attr]
+        assert typed == event
+        got = (read.author, read.text, read.partial, read.has_function, read.turn_complete)
+        want = (event.author, event.text, event.partial, event.has_function, event.turn_complete)
+        assert got == want, event

@@ -317,7 +317,11 @@ class A2AEndpoint:
 
     async def serve(self, request: Request) -> Response:
         """Hand the request to the SDK's route, its body counted as it is read."""
-        declared = request.headers.get("content-length", "")
+        declared = ""
+        for name, value in request.scope["headers"]:  # not Headers: built for one lookup
+            if name == b"content-length":
+                declared = value.decode("latin-1")
+                break
         received = 0
         receive = request.receive
 

@@ -29,15 +29,17 @@ same turn, in A2A's shapes, and nothing more. How each rule holds it:
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import TYPE_CHECKING, Any, Protocol
 
+import attrs
 from a2a.helpers.proto_helpers import new_task_from_user_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import TaskState
 
-from .._attach._wire import AgentFrame, TurnComplete, TurnError, decode_frame
+from .._attach._wire import TurnComplete, TurnError, decode_frame
 from .._peer._results import ANSWER_SEPARATOR as _SEPARATOR
 from ._daemon import Daemon
 from ._registry import ANONYMOUS, Identity
@@ -66,12 +68,45 @@ class A2AHost(Daemon, Protocol):
 _READ = frozenset({b"agent", b"turn-complete", b"turn-error"})  # what call_peer reads too
 
 
+@attrs.frozen
+class _Told:
+    """What a task is told of one `agent` frame: `AgentEvent`'s fields and properties."""
+
+    author: str
+    text: str  # AgentEvent.text: the text parts joined, thoughts left out
+    partial: bool
+    has_function: bool
+    turn_complete: bool
+
+
+def _told(payload: dict[str, Any]) -> _Told:
+    """The fields of an `agent` frame's event that a task reads, straight from its JSON.
+
+    The frames are this host's own, written by `AgentEvent.to_dict` a moment ago: the
+    typed `AgentEvent.from_dict` (a client's guard against a hostile daemon) cost a task
+    most of its frame reading, for fields it never reads. The spelling is to_dict's.
+    """
+    event = payload["event"]
+    content = event.get("Content") or {}
+    parts = content.get("parts") or ()
+    return _Told(
+        author=event.get("Author") or "",
+        text="".join(p["text"] for p in parts if p.get("text") and not p.get("thought")),
+        partial=bool(event.get("Partial")),
+        has_function=any("functionCall" in p or "functionResponse" in p for p in parts),
+        turn_complete=bool(event.get("TurnComplete")),
+    )
+
+
 def _frame(raw: bytes) -> Any:
-    """The frame's typed value if it is one a task is told of, else None (not decoded)."""
-    # Every item a session queues to a subscriber is one frame as `encode_sse` wrote it:
-    # `event: X\ndata: {json}\n\n`; the status, inbox and usage frames are left undecoded.
+    """The frame's value if it is one a task is told of, else None (not decoded)."""
+    # Every item a session queues to a subscriber is one frame as `encode_sse` (or the
+    # store's `agent_frame`) wrote it: `event: X\ndata: {json}\n\n`; the status, inbox and
+    # usage frames are left undecoded.
     head, _, rest = raw.partition(b"\n")
     kind = head[7:]
+    if kind == b"agent":
+        return _told(json.loads(rest[6:]))
     if kind not in _READ:
         return None
     return decode_frame(kind.decode(), rest[6:].rstrip(b"\n").decode())
@@ -174,8 +209,8 @@ class TurnExecutor(AgentExecutor):
                 )
                 return
             frame = _frame(raw)
-            if isinstance(frame, AgentFrame):
-                event = frame.event
+            if isinstance(frame, _Told):
+                event = frame
                 if event.author in ("", "user"):  # the echoed prompt, tool results
                     continue
                 text = event.text

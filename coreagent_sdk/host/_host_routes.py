@@ -94,6 +94,7 @@ def _build(hub: bool, extra: Sequence[Route]) -> ASGIApp:
     # A delegation's create, events, inject and delete skip the router's layers (_hot_routes).
     hot = [r for r in routes if r.endpoint in (create, events) or r.path.endswith("/inject")]
     hot += [r for r in routes if r.methods == {"DELETE"} and r.path.startswith("/sessions/")]
+    hot += extra  # every A2A message too (its errors are the SDK's own JSON-RPC answers)
     return HotRoutes(GoMethodNotAllowed(router, routes), routes, hot)
 
 
