@@ -84,4 +84,3 @@ async def test_hosts_sharing_one_route_table_each_answer_for_themselves() -> Non
     assert missing.status_code == 404  # the session is one's alone
     assert sid in listed.text
     assert sid not in two.sessions and sid in one.sessions
-
