@@ -144,3 +144,33 @@ async def test_a_fleets_daemons_keep_their_sessions_in_its_one_store_each_under_
         assert len(await listing(peer_a)) == 2
     await fleet.aclose()
     assert not fleet.store.opened  # closed (its temporary file removed) with the fleet
+
+
+async def test_a_host_on_an_open_temporary_store_opens_with_no_query_and_counts_on_anew() -> None:
+    # A temporary file holds only what this process wrote, so a key never written has no
+    # rows: a fleet's daemon opens on its first request without reading its empty part (a
+    # query and a turn of the loop each, for each of 10,000 daemons). A key written before
+    # is still read: a host made again under it counts on from the last one's numbers.
+    store = SharedStore()
+    first = host("a", store)
+    async with client(first) as http:
+        session = await new_session(http)
+        before = seqs(await one_turn(http, session))
+    statements: list[str] = []
+    store._file._db[0].conn.set_trace_callback(statements.append)
+    fresh = host("b", store)
+    async with client(fresh) as http:
+        assert await listing(http) == {"default": "active"}
+    opening = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    assert opening == []  # b's part was never written: nothing to read
+    await first.aclose()
+    again = host("a", store)
+    async with client(again) as http:
+        created = await new_session(http)
+        after = seqs(await one_turn(http, created))
+    assert any("counters" in s for s in statements if s.lstrip().upper().startswith("SELECT"))
+    assert sid_of(created) != sid_of(session)  # a's session numbers go on
+    assert after[0] > before[-1]  # and so do its seqs
+    for each in (fresh, again):
+        await each.aclose()
+    await store.aclose()

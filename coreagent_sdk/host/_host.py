@@ -381,7 +381,7 @@ class AgentHost:
         self._listings: dict[tuple[str, tuple[tuple[str, str], ...]], bytes] = {}
         self._listing_version = -1
         self.store = _session_store(name, store, store_sync, store_key)
-        self._opening: asyncio.Task[None] | None = None
+        self._opening: asyncio.Future[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._sweep_anchor = self.clock.now()
         self._resuming: dict[str, asyncio.Task[None]] = {}
@@ -675,10 +675,18 @@ class AgentHost:
             or (opening.done() and (opening.cancelled() or opening.exception() is not None))
             or (not opening.done() and opening.get_loop() is not loop)
         ):
-            opening = self._opening = loop.create_task(self._open())
             # The sweeps tick from here on, every sweep_period(), as the daemon's ticker
             # from `Bind`; the task runs only while a session could be evicted.
             self._sweep_anchor = self.clock.now()
+            # A store whose file is open answers at once: opened here, with no task and no
+            # turn of the loop (each of a fleet's daemons paid both on its first request).
+            read = self.store.open_now(STARTUP_SESSION)
+            if read is not None:
+                self._opened(*read)
+                opening = self._opening = loop.create_future()
+                opening.set_result(None)
+                return
+            opening = self._opening = loop.create_task(self._open())
         if opening.done():
             opening.result()
         else:
@@ -700,11 +708,13 @@ class AgentHost:
         # A temporary file too: made here (the first request, or serve() before it listens),
         # so no session's first write waits for a file and a thread to be made.
         last_id = await self.store.open()
+        self._opened(last_id, await self.store.get(STARTUP_SESSION))
+
+    def _opened(self, last_id: int, found: tuple[StoredSession, int] | None) -> None:
         # Counting on from the store, never back from where this host already is (event
         # seqs come from the store itself, as each event is written).
         self._ids = itertools.count(max(next(self._ids), last_id + 1))
         startup = self.sessions[STARTUP_SESSION]
-        found = await self.store.get(STARTUP_SESSION)
         if found is not None and not startup.seq and not startup.turns:
             self._restore(startup, *found)
 

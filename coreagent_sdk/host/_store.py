@@ -298,6 +298,10 @@ class _Db:
             os.close(fd)
         self.path = path
         self.seqs: dict[str, int] = {}  # each agent's last committed seq, read on first use
+        # The agents this connection wrote for. A temporary file was made here, so it holds
+        # rows of no other agent: a read of one of those is answered without a query (a
+        # fleet's 10,000 daemons each read their empty part on their first request).
+        self.written: set[str] = set()
         self.unpruned: dict[tuple[str, str], int] = {}  # events added since a session's trim
         self.identity: tuple[int, int] | None = None  # the file's (device, inode) when opened
         self.checkpointer: sqlite3.Connection | None = None  # the worker's own connections
@@ -503,7 +507,12 @@ class _Db:
         committed = self.seqs.get(agent)
         return committed if committed is not None else self._last_seq(agent)
 
+    def holds_nothing_of(self, agent: str) -> bool:
+        """Whether the file has no row of `agent` (known without a query), as `written` says."""
+        return self.temporary and agent not in self.written
+
     def _apply(self, write: _Write, seqs: dict[str, int]) -> Any:
+        self.written.add(write.agent)  # before the write: a failed one may have left rows
         if isinstance(write, _Event):
             agent = write.agent
             seq = self._seq(agent, seqs) + 1
@@ -540,6 +549,8 @@ class _Db:
 
     def _last_seq(self, agent: str) -> int:
         """The last seq `agent` used: its newest event's, or the counter a delete left."""
+        if self.holds_nothing_of(agent):
+            return 0
         seq = (
             self.conn.execute("SELECT max(seq) FROM events WHERE agent = ?", (agent,)).fetchone()[0]
             or 0
@@ -631,6 +642,8 @@ class _Db:
 
     def last_session(self, agent: str) -> int:
         """The last session number `agent` used, so a restarted host counts on."""
+        if self.holds_nothing_of(agent):
+            return 0
         found = self.conn.execute(
             "SELECT value FROM counters WHERE agent = ? AND name = 'session'", (agent,)
         ).fetchone()
@@ -638,6 +651,8 @@ class _Db:
 
     def get(self, agent: str, session_id: str) -> tuple[StoredSession, int] | None:
         """A session's row and the seq of its newest event (0: none)."""
+        if self.holds_nothing_of(agent):
+            return None
         found = self.conn.execute(
             f"{_SELECT_ROW} WHERE agent = ? AND session_id = ?", (agent, session_id)
         ).fetchone()
@@ -1027,6 +1042,19 @@ class StoreFile:
         with self._lock:
             return fn(db)
 
+    @property
+    def ready(self) -> bool:
+        """Whether the connection is open (a read needs no wait)."""
+        return bool(self._db)
+
+    def read_now(self, fn: Callable[[_Db], _T], agent: str | None = None) -> tuple[_T] | None:
+        """`read` without waiting: ``(fn(db),)`` if the file is open already, else None."""
+        if not self._db:
+            return None
+        self._commit_for(agent)
+        with self._lock:
+            return (fn(self._db[0]),)
+
     async def read_off_loop(self, fn: Callable[[_Db], _T], agent: str | None = None) -> _T:
         """`fn` on the worker thread (its own connection), after every write made before it
         was committed (of `agent`, as `read`): for reads the loop should not wait for."""
@@ -1150,6 +1178,19 @@ class SessionStore:
         if self._exclusive:
             self.file.claim(agent, self)  # again after an aclose() gave the key up
         return await self.file.read(lambda db: db.last_session(agent), agent)
+
+    def open_now(self, startup: str) -> tuple[int, tuple[StoredSession, int] | None] | None:
+        """`open()` and `get(startup)` at once, where the file is open already (else None, and
+        nothing done): the last session number and the startup session's row and seq."""
+        if not self.file.ready:
+            return None
+        agent = self.agent
+        if self._exclusive:
+            self.file.claim(agent, self)  # again after an aclose() gave the key up
+        read = self.file.read_now(
+            lambda db: (db.last_session(agent), db.get(agent, startup)), agent
+        )
+        return read[0] if read is not None else None
 
     def append(
         self,
