@@ -1,0 +1,81 @@
+"""A hostile Streamable HTTP MCP server, on loopback, against a skill's `HttpServer`.
+
+The server (tests/mcp_servers/hostile_http.py) answers JSON-RPC by hand. What held when
+these were written: a token it echoes (in a tool's description, an error, a listing of
+wrong types) is never shown, and a stall ends at call_timeout. Its `big`, `endless` and
+`bomb` modes are for the frame bound stdio has and HTTP does not yet have (see
+/work/notes/hardenhttp.md).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from coreagent_sdk.host import ModelAgent
+from coreagent_sdk.mcp import HttpServer
+from coreagent_sdk.models import ScriptedModel, Skill, when
+
+from .mcp_servers.hostile_http import hostile
+from .test_mcp_tools import Recording, ask, tool_results
+
+pytest.importorskip("mcp")
+
+TOKEN = "hostile-secret-9d1c7e5b22"
+
+
+async def _call(
+    mode: str, caplog: pytest.LogCaptureFixture, call_timeout: float = 5
+) -> tuple[dict[str, Any], Any, str]:
+    """The model's `hostile_dump` call against a server in `mode`: its result, stats, all said."""
+    caplog.set_level("DEBUG")
+    async with hostile(mode) as (url, stats):
+        model = Recording(ScriptedModel(when().call("hostile_dump")))
+        server = HttpServer(
+            "hostile",
+            url,
+            headers={"Authorization": "Bearer ${env:HOSTILE_TOKEN}"},
+            max_result_bytes=1000,
+            call_timeout=call_timeout,
+            start_timeout=10,
+        )
+        agent = ModelAgent(
+            model,
+            skills=[Skill("s", mcp_servers=[server], secrets=["HOSTILE_TOKEN"])],
+            secrets={"HOSTILE_TOKEN": TOKEN},
+        )
+        answer, fleet = await ask(agent)
+        try:
+            results = tool_results(model)
+            said = json.dumps(results) + answer + repr(agent.mcp_status)
+            said += repr(fleet.calls.records()) + json.dumps([s.description for s in model.offered])
+        finally:
+            await fleet.aclose()
+    assert stats.authorization == f"Bearer {TOKEN}"  # the server did see the token
+    return (results[0] if results else {}), stats, said + caplog.text
+
+
+async def test_a_token_the_server_echoes_in_a_description_and_an_error_is_never_shown(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    result, _, said = await _call("echo", caplog)
+    assert "error" in result
+    assert TOKEN not in said
+
+
+async def test_a_listing_of_wrong_types_holding_the_token_is_refused_without_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    result, stats, said = await _call("types", caplog)
+    assert stats.calls == 0 and "not MCP" in result["error"]
+    assert TOKEN not in said
+
+
+async def test_a_call_that_stalls_ends_at_call_timeout(caplog: pytest.LogCaptureFixture) -> None:
+    started = time.monotonic()
+    result, _, said = await _call("stall", caplog, call_timeout=1)
+    assert "did not answer within call_timeout=1s" in result["error"]
+    assert time.monotonic() - started < 10 and TOKEN not in said
