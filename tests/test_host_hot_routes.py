@@ -6,9 +6,12 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 
 from coreagent_sdk import ASGITransport
 from coreagent_sdk.host import AgentHost
+from coreagent_sdk.host._capabilities import capabilities_frame, capabilities_payload
+from coreagent_sdk.host._gowire import sse
 from tests.test_host_fidelity import FRAME, JSON, TOKENS, bearer
 
 
@@ -84,3 +87,24 @@ async def test_hosts_sharing_one_route_table_each_answer_for_themselves() -> Non
     assert missing.status_code == 404  # the session is one's alone
     assert sid in listed.text
     assert sid not in two.sessions and sid in one.sessions
+
+
+@pytest.mark.parametrize("caller", [None, "alice", 'ev"il</script>\u202e\u00e9'])
+@pytest.mark.parametrize("hub", [False, True])
+@pytest.mark.parametrize("multi_session", [False, True])
+def test_a_capabilities_frame_from_its_template_is_the_whole_payloads_encoding(
+    caller: str | None, hub: bool, multi_session: bool
+) -> None:
+    # Every host's frame is its kind's template with its strings encoded in (_capabilities):
+    # byte for byte the frame of encoding its whole payload, whatever the strings hold.
+    for name, model, url in [
+        ("p-1", "sim-model", "http://p-1.sim"),
+        ("<b>&amp;'\"\\", "m\u2028x", "http://a b/c"),
+        ("\x00name\x00", "\x00url\x00", "http://[::1]:8080"),
+        ("\ud800lone", "\U0001f600", ""),
+    ]:
+        options = {"multi_session": multi_session, "hub": hub, "caller": caller}
+        whole = sse(
+            "capabilities", capabilities_payload(name=name, model=model, url=url, **options)
+        )
+        assert capabilities_frame(name=name, model=model, url=url, **options) == whole

@@ -36,7 +36,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._attach._agentcard import AGENT_CARD_PATH
 from .._attach._token import credential_variable
-from .._attach._wire import PROTOCOL_VERSION
 from .._clock import Clock, SystemClock
 from .._http._endpoint import checked_base_url
 from .._peer._call_peer import CallPeer
@@ -45,6 +44,7 @@ from .._version import __version__
 from ..errors import CoreAgentError
 from ._agents import Agent, echo
 from ._attach_auth import attach_refusal, presented_token, read_attach_token
+from ._capabilities import capabilities_frame
 from ._card import card_response
 from ._daemon import StreamHook
 from ._events_endpoint import _EventsEndpoint
@@ -77,16 +77,6 @@ DEFAULT_SESSION_IDLE_TIMEOUT = 24 * 3600.0  # the daemon's session_idle_timeout
 """Seconds a session may sit idle before eviction, the daemon's default (24 h)."""
 DEFAULT_MAX_SESSIONS_IN_MEMORY = 1_000
 """Idle sessions a host keeps in memory; past it the least recently used go to its store."""
-_EVENT_TYPES = (
-    "status-update",
-    "usage-update",
-    "inbox",
-    "turn-complete",
-    "turn-error",
-    "agent",
-    "wake",
-    "pause",
-)
 DEFAULT_GRACE = 5.0  # seconds a stopping host lets running turns finish
 _CAPABILITIES_KEPT = 64  # capabilities frames kept encoded, one per caller and address
 DAEMON_RATE_LIMIT = SessionRateLimit()  # a daemon limits POST /sessions unless told not to
@@ -752,34 +742,15 @@ class AgentHost:
         return frame
 
     def _capabilities_frame(self, caller: str | None, scheme: str, host: str) -> bytes:
-        # Encoded once per caller and address: every event stream opens with it.
-        payload: dict[str, Any] = {
-            "protocol_version": PROTOCOL_VERSION,
-            "event_types": list(_EVENT_TYPES),
-            "server": "coreagent-sdk-simulator/0.1.0",
-            # The feature names a daemon advertises (fixture capabilities-v1.4.0.json).
-            "features": {
-                "cost_ceiling": False,
-                "cross_daemon": self.registry is not None,
-                "interrupt": False,
-                "mcp": False,
-                "multi_session": self.multi_session,
-                "observer_mode": False,
-                "perms_stream": False,
-                "specialists": False,
-            },
-            "slash_commands": ["compact", "done"],
-            "agent": {
-                "name": self.name,
-                "version": "v0.1.0-sim",
-                "description": f"Simulated core-agent daemon {self.name!r}.",
-                "model": self.model,
-                "url": f"{scheme}://{host}",
-            },
-        }
-        if caller is not None:
-            payload["caller_id"] = caller
-        return encode_sse("capabilities", payload)
+        # Encoded once per caller and address, from the template of this kind of host.
+        return capabilities_frame(
+            name=self.name,
+            model=self.model,
+            url=f"{scheme}://{host}",
+            multi_session=self.multi_session,
+            hub=self.registry is not None,
+            caller=caller,
+        )
 
     def status_frame(self, session: _Session) -> bytes:
         """The boot `status-update` frame of a session: the model and its turn state."""
