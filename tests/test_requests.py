@@ -178,3 +178,23 @@ def test_a_plain_base_put_into_a_template_is_the_url_httpx_parses(base: str) -> 
         want.port,
         want.host,
     )
+
+
+async def test_clients_of_one_pool_each_send_their_own_host_and_token_whatever_they_share() -> None:
+    # The clients of one pool share their merged headers (_requests._MERGED), by what the
+    # headers hold: each request still carries its own client's Host and bearer token.
+    seen: list[tuple[str, str | None]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append((request.headers["host"], request.headers.get("authorization")))
+        return httpx.Response(200, json=CREATED)
+
+    pool = make_http_client(httpx.MockTransport(answer))
+    plan = [("127.0.0.1:9", "a"), ("127.0.0.2:9", "a"), ("127.0.0.1:9", "b"), ("127.0.0.3:9", None)]
+    for _ in range(2):  # made again: merged before, by another client
+        for host, token in plan:
+            async with AttachClient(f"http://{host}", http_client=pool, token=token) as client:
+                await client.new_session()
+    await pool.aclose()
+    expected = [(host, f"Bearer {token}" if token else None) for host, token in plan]
+    assert seen == expected * 2
