@@ -208,7 +208,7 @@ async def test_a_result_naming_no_task_is_refused_before_anything_is_sent() -> N
     tool, transport = tool_for(app(URL))
     result = CallPeerResult(peer="sdk-agent", session_id="", response="", duration_ms=0)
 
-    with pytest.raises(InvalidArgumentError, match="names no session"):
+    with pytest.raises(InvalidArgumentError, match="not a plain path segment"):
         await tool.read_answer(result)
 
     assert transport.requests == []

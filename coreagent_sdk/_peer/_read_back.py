@@ -95,23 +95,17 @@ def _checked(tool: CallPeer, result: object, cap: object, timeout: object) -> tu
             f"{tool.name}: read_answer's timeout must be seconds in (0, {MAX_TIMEOUT:g}], got "
             f"{timeout!r}; None uses the tool's own ({tool.timeout:g})"
         )
-    if not result.session_id:
-        raise InvalidArgumentError(
-            f"{tool.name}: the result names no session (or A2A task) to read back; pass the "
-            "CallPeerResult of a call that reached a peer"
-        )
-    return cap, float(timeout)
-
-
-def _checked_segment(tool: CallPeer, session_id: str) -> None:
-    """A session id goes into an attach URL: only a plain path segment does."""
+    # A session id goes into an attach URL, an A2A task id into GetTask: both are checked
+    # before the peer is even looked up, so only a plain path segment is taken.
     try:
-        checked_segment(session_id, "session id")
+        checked_segment(result.session_id, "session id")
     except ProtocolError:
+        shown = result.session_id[:80]
         raise InvalidArgumentError(
-            f"{tool.name}: session id {session_id[:80]!r} is not a plain path segment, so it is "
-            "not put into a URL; pass the CallPeerResult the call returned"
+            f"{tool.name}: session id {shown!r} is not a plain path segment, so it is not put "
+            "into a URL; pass the CallPeerResult the call returned"
         ) from None
+    return cap, float(timeout)
 
 
 async def _from_the_prompt(call: _Call, tool: CallPeer, frames: Any) -> AsyncIterator[Any]:
@@ -147,7 +141,6 @@ async def read_answer(
         if target.a2a is not None:  # an A2A agent: the task's own answer, by GetTask
             text, truncated = await read_task(tool, call, target, token, cap, event_bound(cap))
             return target.name, text, truncated
-        _checked_segment(tool, result.session_id)
         client = tool._client_for(result.peer, target, token, cap)
         step = "GET events"
         try:
