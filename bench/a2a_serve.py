@@ -8,6 +8,10 @@ them, completed. Both are the SDK's JSON-RPC stack (`DefaultRequestHandler`,
 - coreagent-a2a: `AgentHost(a2a=True)`, its agent an async function of a `Turn`
   (three `turn.chunk`, one `turn.say`), each message a turn in a fresh session, every
   event written to the host's store before it is sent
+- coreagent-a2a-stored: the same host given a named store file (`store=`), so each A2A
+  task's every save is committed to it too before it is sent (what survives a `kill -9`;
+  a host without `store=` keeps its tasks in memory, its temporary store read by no
+  restart)
 - a2a-sdk: an `AgentExecutor` writing those events itself, an `InMemoryTaskStore`
 
 Each server runs in its own process pinned to core 0; the caller, the A2A SDK's own
@@ -46,7 +50,7 @@ from wire_speed import (  # the bench's own helpers, beside this file
     stop_servers,
 )
 
-CONTENDERS = ("coreagent-a2a", "a2a-sdk")
+CONTENDERS = ("coreagent-a2a", "coreagent-a2a-stored", "a2a-sdk")
 CHUNKS = ("Checking the cluster. ", "All nodes answer. ", "Load is normal. ")
 PROMPT = "How is the cluster doing?"
 ANSWER = "done: " + PROMPT
@@ -55,7 +59,9 @@ MAX_CALLS = 1_000_000  # a bound on any one drive, whatever the time says
 SERVER_CORE, CLIENT_CORE = "0", "1"
 
 
-async def serve_coreagent() -> None:
+async def serve_coreagent(stored: bool) -> None:
+    import tempfile
+
     from coreagent_sdk.host import AgentHost, Turn
 
     async def agent(turn: Turn) -> None:
@@ -63,7 +69,9 @@ async def serve_coreagent() -> None:
             await turn.chunk(chunk)
         await turn.say("done: " + turn.prompt)
 
-    host = AgentHost("bench", behavior=agent, a2a=True, session_rate_limit=None)
+    folder = tempfile.TemporaryDirectory(prefix="a2a-serve-")
+    store = os.path.join(folder.name, "sessions.sqlite3") if stored else None
+    host = AgentHost("bench", behavior=agent, a2a=True, session_rate_limit=None, store=store)
     ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     serving = asyncio.create_task(
         host.serve(on_ready=ready.set_result, handle_signals=False, grace=0)
@@ -72,6 +80,7 @@ async def serve_coreagent() -> None:
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
     host.stop()
     await serving
+    folder.cleanup()
 
 
 def _sdk_app(url: str) -> Any:
@@ -238,29 +247,32 @@ def compare(args: argparse.Namespace) -> None:
                     got["server_cpu"] = _cpu_of(proc.pid) - before
                     results.setdefault((contender, level), []).append(got)
                     print(
-                        f"  round {round_ + 1} {contender:>13} @{level:<4} {got['rate']:7.0f}/s"
+                        f"  round {round_ + 1} {contender:>20} @{level:<4} {got['rate']:7.0f}/s"
                         f"  failed {sum(got['failures'].values())}  load {_load()}",
                         flush=True,
                     )
     finally:
         stop_servers(proc for proc, _ in servers.values())
     print(f"\nload average at the end: {_load()}\n")
-    print("| in flight | coreagent-a2a /s, best / median | a2a-sdk /s, best / median | ratio, "
-          "best / median | server CPU ms per answer, coreagent-a2a / a2a-sdk | p99 ms, "
-          "coreagent-a2a / a2a-sdk | failed |")  # fmt: skip
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("| in flight | contender | /s, best / median | a2a-sdk /s, best / median | ratio, best / "
+          "median | server CPU ms per answer, it / a2a-sdk (ratio) | p99 ms, it / a2a-sdk | "
+          "failed |")  # fmt: skip
+    print("|---:|---|---:|---:|---:|---:|---:|---:|")
     for level in args.levels:
-        ours, theirs = results["coreagent-a2a", level], results["a2a-sdk", level]
-        best = [max(r["rate"] for r in rs) for rs in (ours, theirs)]
-        median = [statistics.median(r["rate"] for r in rs) for rs in (ours, theirs)]
-        cpu = [1000 * sum(r["server_cpu"] for r in rs) / max(1, sum(r["done"] for r in rs))
-               for rs in (ours, theirs)]  # fmt: skip
-        p99 = [1000 * statistics.median(r["p99"] for r in rs) for rs in (ours, theirs)]
-        failed = sum(sum(r["failures"].values()) for r in ours + theirs)
-        ratio = f"{best[0] / best[1]:.2f}x / {median[0] / median[1]:.2f}x"
-        print(f"| {level} | {best[0]:.0f} / {median[0]:.0f} | {best[1]:.0f} / {median[1]:.0f} | "
-              f"{ratio} | {cpu[0]:.2f} / {cpu[1]:.2f} | {p99[0]:.0f} / {p99[1]:.0f} | "
-              f"{failed} |")  # fmt: skip
+        theirs = results["a2a-sdk", level]
+        for contender in CONTENDERS[:-1]:
+            ours = results[contender, level]
+            best = [max(r["rate"] for r in rs) for rs in (ours, theirs)]
+            median = [statistics.median(r["rate"] for r in rs) for rs in (ours, theirs)]
+            cpu = [1000 * sum(r["server_cpu"] for r in rs) / max(1, sum(r["done"] for r in rs))
+                   for rs in (ours, theirs)]  # fmt: skip
+            p99 = [1000 * statistics.median(r["p99"] for r in rs) for rs in (ours, theirs)]
+            failed = sum(sum(r["failures"].values()) for r in ours + theirs)
+            ratio = f"{best[0] / best[1]:.2f}x / {median[0] / median[1]:.2f}x"
+            print(f"| {level} | {contender} | {best[0]:.0f} / {median[0]:.0f} | {best[1]:.0f} / "
+                  f"{median[1]:.0f} | {ratio} | {cpu[0]:.2f} / {cpu[1]:.2f} "
+                  f"({cpu[0] / cpu[1]:.2f}x) | {p99[0]:.0f} / {p99[1]:.0f} "
+                  f"| {failed} |")  # fmt: skip
 
 
 def main() -> None:
@@ -279,7 +291,10 @@ def main() -> None:
     parser.add_argument("--send", action="store_true", help="SendMessage instead of streaming")
     args = parser.parse_args()
     if args.command == "serve":
-        asyncio.run(serve_coreagent() if args.contender == "coreagent-a2a" else serve_sdk())
+        if args.contender == "a2a-sdk":
+            asyncio.run(serve_sdk())
+        else:
+            asyncio.run(serve_coreagent(stored=args.contender == "coreagent-a2a-stored"))
     elif args.command == "drive":
         print(json.dumps(asyncio.run(drive(args.url, args.level, args.seconds, not args.send))))
     else:
