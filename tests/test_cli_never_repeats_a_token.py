@@ -156,3 +156,14 @@ def test_the_api_hides_a_token_given_as_attach_token_env_too(
     with pytest.raises(InvalidTokenError) as bad:
         AgentHost("agent", attach_token_env=TOKEN)
     assert TOKEN[:10] not in str(bad.value) and "two words" not in str(bad.value)
+
+
+@pytest.mark.parametrize("main", [host_main, mcp_main], ids=["host", "mcp"])
+def test_a_token_given_where_the_target_belongs_is_not_repeated(
+    main: Callable[[list[str]], int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python -m coreagent_sdk.host $TOKEN` (meant: --attach-token-env VAR module:agent)."""
+    with pytest.raises(SystemExit) as refused:
+        main([TOKEN])
+    said = capsys.readouterr().err + str(refused.value.code)
+    assert TOKEN[:10] not in said and "module:attribute" in said, said

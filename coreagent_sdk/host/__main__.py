@@ -46,9 +46,10 @@ from ._store import SYNCHRONOUS
 def _load(target: str) -> Any:
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
+        # What was given is not repeated: a token typed where the target belongs would be.
         raise SystemExit(
-            f"coreagent_sdk.host: {target!r} is not module:attribute; name what to serve, "
-            "such as my_agents:triage"
+            "coreagent_sdk.host: the target is not module:attribute (what was given is not "
+            "repeated here: it may be a token); name what to serve, such as my_agents:triage"
         )
     sys.path.insert(0, os.getcwd())  # as `python -m` users expect: their modules are here
     try:
