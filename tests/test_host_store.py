@@ -24,6 +24,7 @@ import pytest
 from coreagent_sdk import ASGITransport, FakeClock
 from coreagent_sdk.host import REPLAY_WINDOW, AgentHost, Identity, MultiAgentHost, Turn
 from coreagent_sdk.host._inbox import inbox_block
+from simulator import Fleet
 from tests.test_host_fidelity import (
     JSON,
     TOKENS,
@@ -455,7 +456,7 @@ async def test_an_agents_evicted_session_is_listed_idle_for_it_alone_and_resumes
         path = await new_session(a)
         first = seqs(await one_turn(a, path))
         other = await new_session(b)
-        await clock.until_sleeping(2)  # each agent's sweeper
+        await clock.until_sleeping(1)  # one task sweeps every agent (a loop's, see _sweeps)
         await advance(clock, 2 * IDLE)
         assert await listing(a) == {"default": "active", sid_of(path): "idle"}
         assert await listing(b) == {"default": "active", sid_of(other): "idle"}
@@ -614,3 +615,46 @@ async def test_a_draining_host_answers_503_before_it_looks_a_session_up() -> Non
             assert reading.status_code == 200
         assert sid_of(path) in host.sessions
     await host.aclose()
+
+
+async def test_hosts_on_one_clock_share_one_sweeper_each_swept_on_its_own_grid() -> None:
+    """One task sweeps every host of a loop and clock (_sweeps), each on the grid of its own
+    start and period, as each host's own ticker did: a host whose tick comes before the
+    one the task sleeps for wakes it, and a fleet's called peers hold no task each."""
+    clock = FakeClock()
+    slow, quick = make(clock, idle=600), make(clock)  # sweeps every 150 s; every 60 s
+    async with client(slow) as a, client(quick) as b:
+        kept = sid_of(await new_session(a))  # t = 0: slow's grid, ticks at 150, 300
+        await clock.until_sleeping()
+        await advance(clock, 10)
+        gone = sid_of(await new_session(b))  # t = 10: quick's grid, ticks at 70, 130
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert clock.sleepers == 1  # one task for both
+        await advance(clock, 60)  # t = 70: idle 60 s exactly, kept
+        await advance(clock, 59.9)  # t = 129.9: no tick between
+        assert (await listing(b))[gone] == "active"
+        await advance(clock, 0.1)  # t = 130: quick's tick, idle 120 s: evicted
+        assert (await listing(b))[gone] == "idle"
+        assert (await listing(a))[kept] == "active"  # slow's timeout is ten minutes
+        assert clock.sleepers == 1  # slow's tick at 150 is still ahead
+    await quick.aclose()
+    await slow.aclose()
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert clock.sleepers == 0  # the last host closed: the task is gone
+
+
+async def test_a_fleets_called_peers_hold_no_task_of_their_own() -> None:
+    fleet = Fleet(clock=FakeClock())
+    for i in range(50):
+        fleet.add_peer(f"p-{i}")
+    tool = fleet.call_peer(timeout=10)
+    before = asyncio.all_tasks()
+    for i in range(50):
+        await tool.acall(peer=f"p-{i}", prompt="hi")
+    for _ in range(3):
+        await asyncio.sleep(0)
+    new = asyncio.all_tasks() - before
+    await fleet.aclose()
+    assert len(new) <= 1, sorted(t.get_coro().__qualname__ for t in new)  # the one sweeper

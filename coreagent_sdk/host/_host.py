@@ -59,8 +59,9 @@ from ._session import STARTUP_SESSION, _Session
 from ._shared_store import SharedStore
 from ._shared_store import session_store as _session_store
 from ._spans import ServerSpans
-from ._store import StoredSession, sweep_period
+from ._store import StoredSession
 from ._store_errors import STORE_ERRORS, _unreadable
+from ._sweeps import Sweeps, sweeps_of
 
 if TYPE_CHECKING:
     from ._a2a import A2AEndpoint
@@ -372,7 +373,10 @@ class AgentHost:
         self._listing_version = -1
         self.store = _session_store(name, store, store_sync, store_key)
         self._opening: asyncio.Future[None] | None = None
-        self._sweeper: asyncio.Task[None] | None = None
+        # Where this host's idle sweeps are scheduled (one task per loop and clock ticks every
+        # host's, see _sweeps), and its next tick there.
+        self._sweeps: Sweeps | None = None
+        self._sweep_tick = 0.0
         self._sweep_anchor = self.clock.now()
         self._resuming: dict[str, asyncio.Task[None]] = {}
         self._capabilities: dict[tuple[Any, ...], bytes] = {}
@@ -686,13 +690,12 @@ class AgentHost:
         """Run the idle sweep (a session that may be evicted is in memory)."""
         if self.session_idle_timeout <= 0:
             return
-        loop = asyncio.get_running_loop()
-        sweeper = self._sweeper
-        if sweeper is None or sweeper.done() or sweeper.get_loop() is not loop:
+        sweeps = sweeps_of(asyncio.get_running_loop(), self.clock)
+        if self._sweeps is not sweeps:
             # A host called from another loop (a sync call's) sweeps on the loop in use now.
-            if sweeper is not None:
-                _cancel_anywhere(sweeper)
-            self._sweeper = loop.create_task(self._sweep_forever())
+            if self._sweeps is not None:
+                self._sweeps.drop(self)
+            sweeps.add(self)
 
     async def _open(self) -> None:
         # A temporary file too: made here (the first request, or serve() before it listens),
@@ -707,24 +710,6 @@ class AgentHost:
         startup = self.sessions[STARTUP_SESSION]
         if found is not None and not startup.seq and not startup.turns:
             self._restore(startup, *found)
-
-    async def _sweep_forever(self) -> None:
-        """Sweep every `sweep_period()` on the host's clock, as the daemon's `SweepIdle` ticks.
-
-        The ticks keep the grid the host opened on; the task ends once no session
-        in memory could be evicted (the next one created or resumed starts it again).
-        """
-        period = sweep_period(self.session_idle_timeout)
-        now = self.clock.now()
-        tick = self._sweep_anchor + period * ((now - self._sweep_anchor) // period + 1)
-        while any(sid != STARTUP_SESSION for sid in self.sessions):
-            await self.clock.sleep(tick - self.clock.now())
-            self.sweep()
-            # A ticker drops the ticks a slow receiver missed: the next one is still ahead.
-            tick += period
-            now = self.clock.now()
-            if tick <= now:
-                tick += period * ((now - tick) // period + 1)
 
     def capabilities_frame(self, request: Request) -> bytes:
         """The `capabilities` frame an event stream opens with, as this caller sees it."""
@@ -803,13 +788,9 @@ class AgentHost:
         if self._own_directory is not None:
             await self._own_directory.aclose()
         self.close_streams()
-        sweeper, self._sweeper = self._sweeper, None
+        if self._sweeps is not None:
+            self._sweeps.drop(self)
         tasks = list(self._tasks)
-        if sweeper is not None:
-            if sweeper.get_loop() is asyncio.get_running_loop():
-                tasks.append(sweeper)
-            else:
-                _cancel_anywhere(sweeper)
         for task in tasks:
             task.cancel()
         if tasks:
