@@ -276,3 +276,119 @@ def test_a_stray_print_in_an_agent_goes_to_stderr_and_never_into_the_protocol() 
     assert second["id"] == 2 and second["result"]["content"][0]["text"] == "answered"
     assert "a stray line on stdout" in stderr
     assert code == 0
+
+
+INITIALIZED = JSONRPCNotification(jsonrpc="2.0", method="notifications/initialized")
+
+
+def opening(tool: str) -> bytes:
+    """initialize, initialized, and one call of `tool` (which starts the agent's servers)."""
+    call = JSONRPCRequest(
+        jsonrpc="2.0",
+        id=2,
+        method="tools/call",
+        params={"name": tool, "arguments": {"request": "go"}},
+    )
+    return line(INITIALIZE) + line(INITIALIZED) + line(call)
+
+
+def answer_to(proc: subprocess.Popen[bytes], request_id: int) -> dict[str, object]:
+    """The response to `request_id`, past any notification (progress) before it."""
+    for _ in range(50):  # bounded: a handful of notifications at most
+        message = json.loads(read_line(proc, within=60))
+        if message.get("id") == request_id:
+            return message  # type: ignore[no-any-return]
+    raise AssertionError(f"no answer to request {request_id}")
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def gone_within(pid: int, within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while alive(pid):  # bounded by the deadline
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def serving_a_forking_agent(
+    tmp_path: pathlib.Path, mark: str
+) -> tuple[subprocess.Popen[bytes], int]:
+    """The command serving `forks`, one call made (its server started): (process, grandchild)."""
+    pid_file = tmp_path / "grandchild.pid"
+    proc = subprocess.Popen(
+        [*SERVE, "tests.mcp_agents:forks", "--name", mark],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "TOOLBOX_GRANDCHILD_PID": str(pid_file)},
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(opening(mark))
+    proc.stdin.flush()
+    assert answer_to(proc, 1)["result"]
+    called = answer_to(proc, 2)
+    assert "error" not in called, called
+    grandchild = int(pid_file.read_text())
+    assert alive(grandchild)  # the checks below can see it
+    return proc, grandchild
+
+
+@pytest.mark.parametrize("ending", ["stdin closed", "SIGTERM"])
+def test_an_agents_own_servers_and_their_grandchildren_end_with_the_stdio_server(
+    ending: str, tmp_path: pathlib.Path
+) -> None:
+    mark = marker()
+    proc, grandchild = serving_a_forking_agent(tmp_path, mark)
+    try:
+        assert proc.stdin is not None
+        if ending == "SIGTERM":
+            proc.send_signal(signal.SIGTERM)
+        else:
+            proc.stdin.close()
+        code = proc.wait(20)
+    finally:
+        reap(proc)
+    assert code == 0
+    assert gone_within(grandchild), f"grandchild {grandchild} outlived the server"
+    assert none_left(mark) == []
+
+
+def test_an_agents_own_servers_end_when_the_stdio_servers_parent_is_killed(
+    tmp_path: pathlib.Path,
+) -> None:
+    mark = marker()
+    pid_file = tmp_path / "grandchild.pid"
+    parent_code = (
+        "import os, subprocess, sys, time\n"
+        f"child = subprocess.Popen({[*SERVE, 'tests.mcp_agents:forks', '--name', mark]!r}, "
+        f"stdin=subprocess.PIPE, stdout=subprocess.PIPE, "
+        f"env={{**os.environ, 'TOOLBOX_GRANDCHILD_PID': {str(pid_file)!r}}})\n"
+        f"child.stdin.write({opening(mark)!r}); child.stdin.flush()\n"
+        "for _ in range(50):\n"
+        "    if b'\"id\":2' in child.stdout.readline():\n"
+        "        break\n"
+        "print(child.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", parent_code], cwd=ROOT, stdout=subprocess.PIPE)
+    try:
+        assert parent.stdout is not None
+        child = int(read_line(parent, within=60))
+        grandchild = int(pid_file.read_text())
+        assert alive(child) and alive(grandchild)
+        os.kill(parent.pid, signal.SIGKILL)  # its pipes close: the server's stdin ends
+        parent.wait(10)
+        left = none_left(mark, within=20)
+    finally:
+        reap(parent)
+    assert left == []
+    assert gone_within(grandchild), f"grandchild {grandchild} outlived the server"
