@@ -13,10 +13,12 @@ import mcp_types as types
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from coreagent_sdk import FakeClock
+from coreagent_sdk import ASGITransport, CallPeer, FakeClock, Peer, StaticDirectory
 from coreagent_sdk.host import AgentHost, Turn
 from coreagent_sdk.mcp import AgentMCPServer, FleetMCPServer
 from simulator import Fleet, behaviors
+
+from .otel_spans import recording  # imported once, at collection: it sets up a logger
 
 # The SDK's two eras: the initialize handshake (2025-11-25 and before), and 2026-07-28's
 # per-request envelope, which `Client` picks by default against a server that serves it.
@@ -424,3 +426,54 @@ async def test_a_peer_that_echoes_the_fleets_token_never_shows_it_to_the_mcp_cli
     assert secret not in shown
     assert "the token is [redacted]" in result.content[0].text
     assert progress == ["partial [redacted]"]
+
+
+@pytest.mark.parametrize("tracing", [False, True])
+async def test_a_clients_trace_context_reaches_the_peer_with_or_without_a_tracer(
+    tracing: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import httpx
+    from opentelemetry import trace
+
+    class Recording(httpx.AsyncBaseTransport):
+        def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+            self.inner = inner
+            self.traceparents: list[str] = []
+
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            self.traceparents.append(request.headers.get("traceparent", ""))
+            return await self.inner.handle_async_request(request)
+
+    if not tracing:  # as in a process where no tracer provider was ever set
+        monkeypatch.setattr(trace, "get_tracer_provider", trace.ProxyTracerProvider)
+    spans = recording() if tracing else iter([None])
+    exporter = next(spans)
+    host = AgentHost("ops", behavior=behaviors.echo())
+    wire = Recording(ASGITransport(host.app))
+    tool = CallPeer(StaticDirectory([Peer("ops", "http://ops.test")]), transport=wire)
+    trace_id = 0x5CE0A11C0FFEE0000000000000000035
+    caller = trace.SpanContext(
+        trace_id, 0x00F1EE7A9E470035, is_remote=False, trace_flags=trace.TraceFlags(1)
+    )
+    served = FleetMCPServer(tool)
+    try:
+        async with served, Client(served.server, mode="legacy") as client:
+            # The SDK's client puts the current span's traceparent in the call's _meta.
+            with trace.use_span(trace.NonRecordingSpan(caller)):
+                result = await client.call_tool("ops", {"request": "status?"})
+            first = len(wire.traceparents)
+            untraced = await client.call_tool("ops", {"request": "again"})
+        finished = exporter.get_finished_spans() if exporter is not None else ()
+    finally:
+        await host.aclose()
+        for _ in spans:  # ends the recording
+            pass
+    assert result.content[0].text == "status?" and untraced.content[0].text == "again"
+    ours = f"00-{trace_id:032x}-"
+    sent = [t for t in wire.traceparents[:first] if t]
+    assert sent and all(t.startswith(ours) for t in sent)
+    assert not any(t.startswith(ours) for t in wire.traceparents[first:])
+    if tracing:
+        # Tracing on: the SDK's own server span for the call, the caller's span its parent.
+        named = [(s.name, s.parent.trace_id if s.parent else None) for s in finished]
+        assert ("tools/call ops", trace_id) in named, named
