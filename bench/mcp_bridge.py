@@ -10,7 +10,7 @@ on a shared machine hits both alike, and the best round of each is compared. Bes
 time, each side's CPU per call is counted (this process's, plus the server process's for
 the MCP side, from /proc), which a busy machine's waits do not inflate.
 
-    python bench/mcp_bridge.py [--calls 200] [--rounds 3]
+    python bench/mcp_bridge.py [--calls 200] [--rounds 3] [--in-process]
 
 Every loop is bounded by its count; the server process is ended (stdin closed) at the end.
 """
@@ -141,9 +141,45 @@ async def main(calls: int, rounds: int) -> None:
         await fleet.aclose()
 
 
+async def in_process(calls: int, rounds: int) -> None:
+    """The MCP SDK's `Client` on our server in memory (no pipes, no JSON on a wire), against
+    the same server's `CallPeer` called directly: what the SDK's client and server layers cost
+    per call by themselves, in CPU (one process, so `process_time` counts both sides)."""
+    from coreagent_sdk.mcp import AgentMCPServer
+
+    async with (
+        AgentMCPServer(behaviors.echo(), name="ops") as served,
+        Client(served.server, mode="legacy") as client,
+    ):
+        direct = served.call_peer
+        for _ in range(20):  # warm both
+            await client.call_tool("ops", {"request": PROMPT})
+            await direct.acall("ops", PROMPT)
+        best = {"mcp": float("inf"), "direct": float("inf")}
+        for _ in range(rounds):
+            for key in ("direct", "mcp"):
+                started = time.process_time()
+                for _ in range(calls):
+                    if key == "mcp":
+                        await client.call_tool("ops", {"request": PROMPT})
+                    else:
+                        await direct.acall("ops", PROMPT)
+                best[key] = min(best[key], (time.process_time() - started) / calls)
+    print(
+        f"in process, load {load()}: CPU us/call CallPeer {best['direct'] * 1e6:.0f}, "
+        f"MCP SDK client on our server {best['mcp'] * 1e6:.0f}, "
+        f"ratio {best['mcp'] / best['direct']:.2f}x"
+    )
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--in-process", action="store_true", help="also the SDK's client on our server in memory"
+    )
     args = parser.parse_args()
     asyncio.run(main(args.calls, args.rounds))
+    if args.in_process:
+        asyncio.run(in_process(args.calls, args.rounds))
