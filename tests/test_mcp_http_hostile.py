@@ -3,8 +3,9 @@
 The server (tests/mcp_servers/hostile_http.py) answers JSON-RPC by hand. What held when
 these were written: a token it echoes (in a tool's description, an error, a listing of
 wrong types) is never shown, and a stall ends at call_timeout. Its `big`, `endless` and
-`bomb` modes are for the frame bound stdio has and HTTP does not yet have (see
-/work/notes/hardenhttp.md).
+`bomb` modes hold the HTTP transport to the frame bound stdio has (max(1 MiB, 8 x
+max_result_bytes)): the SDK's client had read 48 MiB whole, gzipped or not, or until
+call_timeout for a body that never ends.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from .test_mcp_tools import Recording, ask, tool_results
 pytest.importorskip("mcp")
 
 TOKEN = "hostile-secret-9d1c7e5b22"
+FRAME = 1 << 20  # the stdio bound for max_result_bytes=1000: max(1 MiB, 8 x 1000)
+# Socket buffers and one read ahead on both sides of loopback, past the bound.
+SLACK = 8 << 20
 
 
 async def _call(
@@ -79,3 +83,30 @@ async def test_a_call_that_stalls_ends_at_call_timeout(caplog: pytest.LogCapture
     result, _, said = await _call("stall", caplog, call_timeout=1)
     assert "did not answer within call_timeout=1s" in result["error"]
     assert time.monotonic() - started < 10 and TOKEN not in said
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["big", "bomb"])
+async def test_an_answer_past_the_frame_bound_fails_the_call_instead_of_being_read_whole(
+    mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """48 MiB of JSON, plain or gzipped to ~50 KiB: the SDK's client read it all (the
+    process grew by ~240 MiB) and the model was shown 1,000 bytes of it."""
+    result, _, _ = await _call(mode, caplog)
+    assert set(result) == {"error"}, str(result)[:200]
+    if mode == "big":
+        assert "over 1048576 bytes (the frame bound" in result["error"], result["error"]
+    else:  # refused unread: its inflated size is unknown
+        assert "came 'gzip'-encoded" in result["error"] and "not read" in result["error"]
+
+
+@pytest.mark.slow
+async def test_a_body_that_never_ends_is_read_no_further_than_the_frame_bound(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The client read 48 MiB (the server's own cap) before call_timeout stopped it."""
+    result, stats, _ = await _call("endless", caplog)
+    assert set(result) == {"error"}
+    # The bound stopped the read, not call_timeout (which had let the server's whole 48 MiB in).
+    assert stats.sent <= FRAME + SLACK, f"read {stats.sent} bytes for a {FRAME}-byte frame"
+    assert "over 1048576 bytes" in result["error"], result["error"]

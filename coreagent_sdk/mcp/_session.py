@@ -243,11 +243,15 @@ class ServerConnection:
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
 
-        client = await stack.enter_async_context(
-            create_mcp_http_client(headers=server_headers(spec.headers, self._secrets))
-        )
+        from ._http_bounds import IDENTITY, bound_answers
+
+        # The frame bound stdio has, for a JSON answer and for one SSE event (_http_bounds).
+        frame = max(_MIN_LINE, _LINE_FACTOR * spec.max_result_bytes)
+        headers = {**IDENTITY, **server_headers(spec.headers, self._secrets)}
+        client = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+        bound_answers(client, frame, repr(spec.name))
         read, write = await stack.enter_async_context(
-            streamable_http_client(spec.url, http_client=client)
+            streamable_http_client(spec.url, http_client=client, max_sse_event_size=frame)
         )
         return read, write
 
