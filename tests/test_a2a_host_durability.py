@@ -119,6 +119,27 @@ async def test_a_completed_task_is_found_after_a_restart_with_its_artifact_and_o
     await again.aclose()
 
 
+async def test_each_agent_of_a_multi_agent_host_finds_its_own_tasks_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    from coreagent_sdk.host import MultiAgentHost
+
+    store = tmp_path / "agents.sqlite3"
+    agents = {"triage": answer, "billing": answer}
+    hosts = MultiAgentHost(agents, a2a=True, store=store, session_rate_limit=None)
+    async with sdk_client(BASE, app=hosts.host("triage").app) as client:
+        done = await _send(client, "route me")
+    await hosts.aclose()
+    again = MultiAgentHost(agents, a2a=True, store=store, session_rate_limit=None)
+    async with sdk_client(BASE, app=again.host("triage").app) as client:
+        found = await client.get_task(GetTaskRequest(id=done.id))
+        assert _answer(found) == "answer to route me"
+    async with sdk_client(BASE, app=again.host("billing").app) as client:
+        with pytest.raises(TaskNotFoundError):  # another agent's part of the file
+            await client.get_task(GetTaskRequest(id=done.id))
+    await again.aclose()
+
+
 async def test_a_task_a_temporary_store_would_lose_anyway_is_not_written(tmp_path: Path) -> None:
     host = AgentHost("agent", behavior=answer, a2a=True, session_rate_limit=None)
     async with sdk_client(BASE, app=host.app) as client:
