@@ -23,25 +23,12 @@ pytest.importorskip("a2a.client")
 from coreagent_sdk import A2ADirectory, CallPeer
 from coreagent_sdk.errors import DirectoryError, PeerRequestError, StreamEndedError
 
+from .test_a2a_peers import card  # the A2A 1.0 card a hostile agent serves
+
 # 16 MiB of zeros, 16 KiB on the wire: a body whose size on the wire says nothing.
 BOMB = gzip.compress(b"\0" * (16 * 1024 * 1024), compresslevel=9)
 
 Reply = tuple[dict[str, str], bytes]
-
-
-def card(url: str) -> dict[str, Any]:
-    return {
-        "name": "evil",
-        "description": "a hostile agent",
-        "version": "1.0.0",
-        "supportedInterfaces": [
-            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
-        ],
-        "capabilities": {"streaming": True},
-        "defaultInputModes": ["text/plain"],
-        "defaultOutputModes": ["text/plain"],
-        "skills": [],
-    }
 
 
 def sse(*results: dict[str, Any]) -> Reply:
