@@ -9,6 +9,9 @@ One command for the simulator's in-process figures, all measured in this run:
 - **10,000 and 100,000 peers against 10** with the fleet's default directory
   (``fleet.call_peer()``), for each checkout: the ratio of the rates and of
   the CPU per delegation.
+- **10,000 peers against 10 through `HubDirectory(max_age=1)`** (``--aged-sizes``,
+  the hub's HTTP roster in process, refreshed in the background): the same
+  ratios, so one run gives every figure of issue 38's row 15.
 
 What is measured, here and in ``bench/fleet_scale.py`` table 1 alike: echo
 peers, 50 calls in flight, each call to a peer chosen at random (seeded, the
@@ -26,7 +29,7 @@ average before and after. On a loaded machine the rates move with the other
 processes' demand; the CPU per delegation moves far less.
 
     python bench/sim_inproc.py [--baseline /tmp/sim-46adac7] [--rounds 3] \\
-        [--seconds 4] [--sizes 10 10000 100000]
+        [--seconds 4] [--sizes 10 10000 100000] [--aged-sizes 10 10000]
 
 Every loop is bounded by a count and a time; nothing leaves the process (the
 fleet's in-process transport).
@@ -53,15 +56,21 @@ MAX_CALLS = 1_000_000  # a bound on one run, whatever the time says
 RUN_TIMEOUT = 900.0  # seconds one measuring process may take, building included
 
 
-async def one(size: int, seconds: float) -> dict[str, float]:
-    """Delegations/s and CPU ms per delegation of a `size`-peer fleet, in this process."""
+async def one(size: int, seconds: float, aged: bool = False) -> dict[str, float]:
+    """Delegations/s and CPU ms per delegation of a `size`-peer fleet, in this process
+    (`aged`: through `HubDirectory(max_age=1)` instead of the fleet's own directory)."""
+    from coreagent_sdk import HubDirectory
     from simulator import Fleet, behaviors
 
     fleet = Fleet()
     echo = behaviors.echo()
     for i in range(size):
         fleet.add_peer(f"p-{i}", echo, ttl=60)
-    tool = fleet.call_peer(timeout=60)
+    if aged:
+        directory = HubDirectory(fleet.hub_url, transport=fleet.transport, max_age=1)
+        tool = fleet.call_peer(timeout=60, directory=directory)
+    else:
+        tool = fleet.call_peer(timeout=60)
     pick = random.Random(SEED).randrange
 
     async def run(secs: float) -> tuple[float, float, int]:
@@ -96,12 +105,15 @@ def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def measure(code: Path, python: str, size: int, seconds: float) -> dict[str, float]:
+def measure(
+    code: Path, python: str, size: int, seconds: float, aged: bool = False
+) -> dict[str, float]:
     """One run in a fresh process of checkout `code` (its own interpreter and its own code)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(code)
+    where = ["--aged"] if aged else []
     out = subprocess.run(
-        [python, str(Path(__file__).resolve()), "--one", str(size), str(seconds)],
+        [python, str(Path(__file__).resolve()), "--one", str(size), str(seconds), *where],
         cwd=code,
         env=env,
         capture_output=True,
@@ -127,15 +139,17 @@ def compare(args: argparse.Namespace) -> None:
         base = Path(args.baseline).resolve()
         checkouts.insert(0, ("baseline", base, _python_of(base)))
     runs: dict[tuple[str, int], list[dict[str, float]]] = {}
+    plan = [(size, False) for size in args.sizes] + [(size, True) for size in args.aged_sizes]
     print(f"load average before: {_load()}", flush=True)
     started = time.perf_counter()
     for r in range(args.rounds):
         for name, code, python in checkouts:
-            for size in args.sizes:
-                got = measure(code, python, size, args.seconds)
-                runs.setdefault((name, size), []).append(got)
+            for size, aged in plan:
+                got = measure(code, python, size, args.seconds, aged)
+                label = f"{name}, max_age=1" if aged else name
+                runs.setdefault((label, size), []).append(got)
                 print(
-                    f"  round {r + 1} {name:<8} {size:>6} peers: {got['rate']:7.1f}/s "
+                    f"  round {r + 1} {label:<19} {size:>6} peers: {got['rate']:7.1f}/s "
                     f"{got['cpu_ms']:6.2f} CPU ms/delegation (load {_load()})",
                     flush=True,
                 )
@@ -143,18 +157,21 @@ def compare(args: argparse.Namespace) -> None:
     for name, code, _ in checkouts:
         print(f"{name}: {code}")
     print(f"\nbest / median of {args.rounds} rounds of {args.seconds:g} s, {IN_FLIGHT} in flight")
-    print(f"{'code':<9} {'peers':>7} {'best/s':>8} {'median/s':>9} {'least CPU ms':>13}")
+    print(f"{'code':<20} {'peers':>7} {'best/s':>8} {'median/s':>9} {'least CPU ms':>13}")
     for (name, size), got in runs.items():
         rates = [g["rate"] for g in got]
         least = min(g["cpu_ms"] for g in got)
         print(
-            f"{name:<9} {size:>7,} {max(rates):>8.1f} {statistics.median(rates):>9.1f} "
+            f"{name:<20} {size:>7,} {max(rates):>8.1f} {statistics.median(rates):>9.1f} "
             f"{least:>13.2f}"
         )
-    small = args.sizes[0]
     print()
-    for name, _, _ in checkouts:
-        for large in args.sizes[1:]:
+    series = [(name, args.sizes) for name, _, _ in checkouts]
+    if args.aged_sizes:
+        series += [(f"{name}, max_age=1", args.aged_sizes) for name, _, _ in checkouts]
+    for name, sizes in series:
+        small = sizes[0]
+        for large in sizes[1:]:
             best = max(g["rate"] for g in runs[name, large]) / max(
                 g["rate"] for g in runs[name, small]
             )
@@ -188,10 +205,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 10_000, 100_000])
+    parser.add_argument(
+        "--aged-sizes",
+        type=int,
+        nargs="*",
+        default=[10, 10_000],
+        help="sizes measured through HubDirectory(max_age=1) too (none: --aged-sizes)",
+    )
     parser.add_argument("--one", type=float, nargs=2, metavar=("SIZE", "SECONDS"))
+    parser.add_argument("--aged", action="store_true", help="with --one: HubDirectory(max_age=1)")
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(asyncio.run(one(int(args.one[0]), args.one[1]))), flush=True)
+        got = asyncio.run(one(int(args.one[0]), args.one[1], args.aged))
+        print(json.dumps(got), flush=True)
     else:
         compare(args)
 
