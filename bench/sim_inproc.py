@@ -11,7 +11,7 @@ One command for the simulator's in-process figures, all measured in this run:
   the CPU per delegation.
 - **10,000 peers against 10 through `HubDirectory(max_age=1)`** (``--aged-sizes``,
   the hub's HTTP roster in process, refreshed in the background): the same
-  ratios, so one run gives every figure of issue 38's row 15.
+  ratios, so one run gives every figure of the random-peers goal.
 
 What is measured, here and in ``bench/fleet_scale.py`` table 1 alike: echo
 peers, 50 calls in flight, each call to a peer chosen at random (seeded, the
