@@ -51,6 +51,7 @@ import httpx
 
 from ._scrub import scrub
 from ._traceback import render_for_ipython
+from ._unshown import shown_text
 
 __all__ = [
     "APIStatusError",
@@ -97,11 +98,15 @@ class CoreAgentError(Exception):
     """Root of every error this package raises on purpose.
 
     Every message passes the scrubber on its way in (see `_scrub`): a secret a
-    server echoed into it is `[redacted]` whichever layer built the message.
+    server echoed into it is `[redacted]` whichever layer built the message. Then the
+    characters no output carries raw (`_unshown`: terminal controls such as ``ESC[2J``,
+    bidi overrides) are shown as escapes: a message quotes what servers said, and it is
+    printed to terminals and notebooks. Attributes holding a peer's own words
+    (`PeerTurnError.message`) stay as they were sent, scrubbed.
     """
 
     def __init__(self, *args: object) -> None:
-        super().__init__(*(scrub(a) if isinstance(a, str) else a for a in args))
+        super().__init__(*(shown_text(scrub(a)) if isinstance(a, str) else a for a in args))
 
     def _render_traceback_(self) -> list[str]:
         # IPython's hook: the cell's frames and the message, not the SDK's (see _traceback).

@@ -18,7 +18,7 @@ import coreagent_sdk
 
 PACKAGE = pathlib.Path(coreagent_sdk.__file__).parent
 
-BASE = frozenset({"errors", "_scrub", "_clock", "_traceback", "_version", "jupyter"})
+BASE = frozenset({"errors", "_scrub", "_unshown", "_clock", "_traceback", "_version", "jupyter"})
 # Rank of each room: a module may import its own room or a room of a lower rank; two rooms
 # of one rank stand side by side and import neither each other.
 RANKS = {"_http": 1, "_telemetry": 1, "_attach": 2, "_peer": 3, "_runtime": 3, "_records": 4}

@@ -19,11 +19,11 @@ The classes own no markup: each gains a `_repr_html_` (and a readable
 from __future__ import annotations
 
 import html
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._attach._quote import names_text
+from .._unshown import shown_text
 
 if TYPE_CHECKING:
     from .._peer._call_peer import CallPeerResult
@@ -82,23 +82,6 @@ _COLOURS = {
 }
 
 
-# Characters markup must not carry as they are, each shown as its escape (``\x1b``,
-# ``\u202e``), as the text views' quoting shows them: what XML 1.0 forbids even as a
-# character reference (C0 controls but tab and line breaks, lone surrogates, U+FFFE and
-# U+FFFF), so an SVG drawing stays well-formed; the C1 controls and DEL; and the bidi
-# controls, which would turn the rest of a line around ("admin" + U+202E made a call's
-# "0.2 ms · failed" read "deliaf · sm 2.0") or hide what follows.
-_UNSHOWN = re.compile(
-    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
-    "\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]"
-)
-
-
-def _shown(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
 def escape_html(value: object) -> str:
     """`value` as text that HTML (or SVG) may carry, as the SDK's own notebook views show it.
 
@@ -109,7 +92,7 @@ def escape_html(value: object) -> str:
     named ``"admin\\u202e"`` made a call's "0.2 ms · failed" read "deliaf · sm 2.0"). Use
     it for whatever a peer, a model or a run said, in views of your own.
     """
-    return html.escape(_UNSHOWN.sub(_shown, str(value)), quote=True)
+    return html.escape(shown_text(str(value)), quote=True)
 
 
 _e = escape_html  # the only way a value enters markup
