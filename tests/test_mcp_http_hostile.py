@@ -110,3 +110,14 @@ async def test_a_body_that_never_ends_is_read_no_further_than_the_frame_bound(
     # The bound stopped the read, not call_timeout (which had let the server's whole 48 MiB in).
     assert stats.sent <= FRAME + SLACK, f"read {stats.sent} bytes for a {FRAME}-byte frame"
     assert "over 1048576 bytes" in result["error"], result["error"]
+
+
+async def test_a_json_rpc_error_answer_is_the_tools_error_not_the_servers_end(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A live server's JSON-RPC error -32000 (the generic server error, its words holding the
+    token) read as the SDK's own CONNECTION_CLOSED: the call said the server 'ended during
+    the call' and would be 'started again on the next call'."""
+    result, _, said = await _call("echo", caplog)
+    assert "ended during the call" not in result["error"], result["error"]
+    assert "[redacted]" in result["error"] and TOKEN not in said  # its own words, scrubbed

@@ -307,7 +307,10 @@ class McpToolset:
             return {"error": scrub(f"{tool.name}: {exc}")}
         except MCPError as exc:
             said = exc.message
-            if exc.code == -32000:  # CONNECTION_CLOSED: the server ended during the call
+            # The SDK reports a connection that ended as CONNECTION_CLOSED (-32000, its own
+            # words, no data); -32000 is also JSON-RPC's generic server error, which a
+            # live server may answer with: that is the tool's error, in the server's words.
+            if exc.code == -32000 and exc.message == "Connection closed" and exc.data is None:
                 said = (
                     f"mcp: server {tool.server!r} ended during the call ({exc.message}); "
                     "it is started again on the next call"
