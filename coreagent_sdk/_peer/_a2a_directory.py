@@ -14,6 +14,8 @@ overrides them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import importlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -51,6 +53,14 @@ async def read_card(http: Any, card_url: str, name: str | None) -> Peer:
     peer, _ = await fetch_card(http, card_url, name, {})
     assert peer is not None  # no validators sent: no 304 to get
     return peer
+
+
+def _load_sdk() -> None:
+    # The A2A SDK's client takes about a second to import (more on a busy machine): done
+    # here, as the directory is made, not inside the first call's deadline, where it ran
+    # and also held the event loop. Without the SDK the first call says how to install it.
+    with contextlib.suppress(ImportError):
+        importlib.import_module("a2a.client")
 
 
 class A2ADirectory:
@@ -123,6 +133,7 @@ class A2ADirectory:
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._http = LoopBoundClient(transport, None, wrap=BoundedBodies)
         self._cards = CardCache(self._clock, self.max_age)
+        _load_sdk()
 
     def __repr__(self) -> str:
         if self.cards is not None:
