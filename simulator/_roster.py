@@ -74,36 +74,30 @@ def fleet_roster(fleet: Fleet) -> list[RosterEntry]:
     listed = {e.name: e for e in fleet.registry.peers()}
     members = fleet._members
     served = fleet._served.urls if fleet._served is not None else {}
-    out = []
-    for name, daemon in fleet.daemons.items():
-        if name == _HUB:
-            continue
+
+    def entry_of(name: str, behavior: str, url: str | None = None) -> RosterEntry:
         entry = listed.get(name)
-        out.append(
-            RosterEntry(
-                name=name,
-                endpoint=entry.endpoint if entry is not None else "",
-                labels=dict(entry.labels) if entry is not None else {},
-                behavior=_behavior_name(daemon.behavior),
-                state="live" if entry is not None else "expired",
-                lease_left=max(0.0, entry.lease_expires - now) if entry is not None else None,
-                heartbeat=members[name].heartbeat if name in members else False,
-                url=served.get(name),
-            )
+        return RosterEntry(
+            name=name,
+            endpoint=entry.endpoint if entry is not None else "",
+            labels=dict(entry.labels) if entry is not None else {},
+            behavior=behavior,
+            state="live" if entry is not None else "expired",
+            lease_left=max(0.0, entry.lease_expires - now) if entry is not None else None,
+            heartbeat=members[name].heartbeat if name in members else False,
+            url=url,
         )
-    for name, agent in fleet.a2a_peers.items():  # the fleet's A2A agents (add_a2a_peer)
-        entry = listed.get(name)
-        out.append(
-            RosterEntry(
-                name=name,
-                endpoint=entry.endpoint if entry is not None else "",
-                labels=dict(entry.labels) if entry is not None else {},
-                behavior=f"a2a: {_behavior_name(agent.behavior)}",
-                state="live" if entry is not None else "expired",
-                lease_left=max(0.0, entry.lease_expires - now) if entry is not None else None,
-                heartbeat=members[name].heartbeat if name in members else False,
-            )
-        )
+
+    out = [
+        entry_of(name, _behavior_name(daemon.behavior), served.get(name))
+        for name, daemon in fleet.daemons.items()
+        if name != _HUB
+    ]
+    # The fleet's A2A agents (add_a2a_peer): listed by the same hub, named by their kind.
+    out += [
+        entry_of(name, f"a2a: {_behavior_name(agent.behavior)}")
+        for name, agent in fleet.a2a_peers.items()
+    ]
     return sorted(out, key=lambda e: e.name)
 
 
