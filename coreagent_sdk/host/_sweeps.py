@@ -63,6 +63,11 @@ def sweeps_of(loop: asyncio.AbstractEventLoop, clock: Clock) -> Sweeps:
     return sweeps
 
 
+def _next_tick(anchor: float, period: float, now: float) -> float:
+    """The first tick of the grid `anchor` + k x `period` that is after `now`."""
+    return anchor + period * ((now - anchor) // period + 1)
+
+
 def _evictable(host: AgentHost) -> bool:
     return any(sid != STARTUP_SESSION for sid in host.sessions)
 
@@ -84,8 +89,7 @@ class Sweeps:
     def add(self, host: AgentHost) -> None:
         """Schedule `host`'s sweeps at the next tick of its grid (on this loop)."""
         period = sweep_period(host.session_idle_timeout)
-        anchor = host._sweep_anchor
-        tick = anchor + period * ((self.clock.now() - anchor) // period + 1)
+        tick = _next_tick(host._sweep_anchor, period, self.clock.now())
         host._sweeps, host._sweep_tick = self, tick
         self._live += 1
         self._push(host, tick)
@@ -142,11 +146,7 @@ class Sweeps:
                     self.drop(host)  # the next session created or resumed schedules it again
                     continue
                 # A ticker drops the ticks a slow receiver missed: the next one is still ahead.
-                period = sweep_period(host.session_idle_timeout)
-                tick += period
-                now = clock.now()
-                if tick <= now:
-                    tick += period * ((now - tick) // period + 1)
+                tick = _next_tick(tick, sweep_period(host.session_idle_timeout), clock.now())
                 host._sweep_tick = tick
                 self._push(host, tick)
         if self._task is asyncio.current_task():
