@@ -28,10 +28,10 @@ from .._http._hosts import HostAllowList
 from .._http._plumbing import LoopBoundClient
 from ..errors import DirectoryError
 from ._a2a_bounds import BoundedBodies
-from ._a2a_cards import A2A_LABEL, MAX_CARD_BYTES, CardCache, fetch_card
+from ._a2a_cards import A2A_LABEL, MAX_CARD_BYTES, CardCache
 from ._directory import Peer, Roster
 
-__all__ = ["A2A_LABEL", "CARD_PATH", "MAX_CARD_BYTES", "A2ADirectory", "read_card"]
+__all__ = ["A2A_LABEL", "CARD_PATH", "MAX_CARD_BYTES", "A2ADirectory"]
 
 CARD_PATH = "/.well-known/agent-card.json"
 """Where an A2A agent serves its card, under its base URL."""
@@ -42,17 +42,6 @@ def card_url_of(url: str) -> str:
     """`url` itself when it names a path, else the well-known card path under it."""
     path = urlsplit(url).path
     return url.rstrip("/") + CARD_PATH if path in ("", "/") else url
-
-
-async def read_card(http: Any, card_url: str, name: str | None) -> Peer:
-    """The peer an agent card describes (named `name`, else by the card), read now, bounded.
-
-    Raises `DirectoryError` naming the card when it cannot be read or declares no
-    JSON-RPC interface.
-    """
-    peer, _ = await fetch_card(http, card_url, name, {})
-    assert peer is not None  # no validators sent: no 304 to get
-    return peer
 
 
 def _load_sdk() -> None:
