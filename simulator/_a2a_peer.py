@@ -10,11 +10,17 @@ like any attach peer.
 
 A behaviour is a function of the prompt: ``fn(text)`` returning the answer
 (sync or async), or an async generator of chunks (each an artifact update
-appended to the answer). An `AgentExecutor` of your own is taken as it is.
+appended to the answer). One that asks other peers through a fleet tool it
+holds (``fleet.call_peer()``) has those calls recorded under its own in
+``fleet.calls``, with half the time its caller left it, as a daemon's turn
+has. An `AgentExecutor` of your own is taken as it is, and is not told which
+call it answers: calls it makes through a fleet tool are recorded as the
+calling turn's own in-process, and as roots over loopback sockets.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Union
@@ -22,13 +28,16 @@ from typing import Any, Union
 __all__ = ["A2APeer", "A2ABehavior", "a2a_app"]
 
 A2ABehavior = Callable[[str], Union[str, Awaitable[str], AsyncIterator[str]]]  # noqa: UP007
+# What runs around a behaviour's answer to one message, given the message's id: the fleet's
+# recorder, so the behaviour's own calls go under the call that sent it.
+Answering = Callable[[str], contextlib.AbstractContextManager[None]]
 
 
 def _echo(text: str) -> str:
     return text
 
 
-def _executor(behavior: A2ABehavior) -> Any:
+def _executor(behavior: A2ABehavior, answering: Answering | None = None) -> Any:
     from a2a.helpers.proto_helpers import (
         new_task_from_user_message,
         new_text_message,
@@ -46,33 +55,45 @@ def _executor(behavior: A2ABehavior) -> Any:
             await event_queue.enqueue_event(task)
             updater = TaskUpdater(event_queue, task.id, task.context_id)
             await updater.start_work()
+            # The behaviour's own calls (through a fleet tool it holds) hang under the call
+            # that sent the message, as a daemon's turn's do.
+            around = (
+                answering(context.message.message_id)
+                if answering is not None
+                else contextlib.nullcontext()
+            )
             try:
-                got = behavior(context.get_user_input())
-                if inspect.isasyncgen(got):
-                    first = True
-                    async for chunk in got:
-                        await updater.add_artifact(
-                            [new_text_part(str(chunk))],
-                            artifact_id="answer",
-                            name="answer",
-                            append=not first,
-                        )
-                        first = False
-                else:
-                    if inspect.isawaitable(got):
-                        got = await got
-                    await updater.add_artifact(
-                        [new_text_part(str(got))],
-                        artifact_id="answer",
-                        name="answer",
-                        last_chunk=True,  # the whole answer, not a piece of it
-                    )
+                with around:
+                    await self._answer(behavior, context.get_user_input(), updater)
             except Exception as exc:
                 await updater.failed(
                     new_text_message(f"{type(exc).__name__}: {exc}", role=Role.ROLE_AGENT)
                 )
                 return
             await updater.complete()
+
+        @staticmethod
+        async def _answer(behavior: A2ABehavior, text: str, updater: Any) -> None:
+            got = behavior(text)
+            if inspect.isasyncgen(got):
+                first = True
+                async for chunk in got:
+                    await updater.add_artifact(
+                        [new_text_part(str(chunk))],
+                        artifact_id="answer",
+                        name="answer",
+                        append=not first,
+                    )
+                    first = False
+                return
+            if inspect.isawaitable(got):
+                got = await got
+            await updater.add_artifact(
+                [new_text_part(str(got))],
+                artifact_id="answer",
+                name="answer",
+                last_chunk=True,  # the whole answer, not a piece of it
+            )
 
         async def cancel(self, context: Any, event_queue: Any) -> None:
             updater = TaskUpdater(event_queue, context.task_id, context.context_id)
@@ -134,6 +155,7 @@ class A2APeer:
         executor: Any,
         description: str,
         streaming: bool,
+        answering: Answering | None = None,
     ) -> None:
         try:
             import a2a  # noqa: F401
@@ -155,7 +177,9 @@ class A2APeer:
         # The spec requires a description (the SDK warns of a card without one).
         said = description or f"A simulated A2A agent named {name}"
         self.card = agent_card(name, url + "/", said, streaming)
-        self.executor = executor if executor is not None else _executor(behavior or _echo)
+        self.executor = (
+            executor if executor is not None else _executor(behavior or _echo, answering)
+        )
         # What its answers come from, as the roster names it.
         self.behavior: object = executor if executor is not None else (behavior or _echo)
         # Its loopback URL while the fleet is served: the card then names it, so a caller

@@ -24,6 +24,14 @@ How each side holds it:
   the variable to its own record for the behaviour's sub-calls, and points
   the turn's ``on_step`` at the record, so a model-driven peer's rounds and
   tool calls land on it as `TurnStep`s.
+- Over A2A the session opens with the message, and the task id the caller's
+  event names is not that session's id: the turn finds its record by
+  `Turn.call_id` instead, the call of this process that sent the message (the
+  tool noted it before sending, and the host handed the note to the session,
+  see `_hops`), when that call is one of the fleet's tools'. An A2A SDK agent of
+  the fleet has no turn: its behaviour runs inside `answering`, which does the
+  same by the message's id, so a behaviour that asks a peer through a fleet
+  tool it holds makes a child of its own call.
 
 Bounded: the log keeps its newest `max_records` calls and the session map as
 many; records of callers the fleet never saw take negative ids, so they never
@@ -32,16 +40,17 @@ collide with a `CallPeer`'s (positive) call ids.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import itertools
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from coreagent_sdk import CallLog, CallPeerEvent
-from coreagent_sdk.host import Agent, Turn
+from coreagent_sdk.host import Agent, Turn, entering_message
 
 __all__ = ["CallRecorder"]
 
@@ -67,6 +76,7 @@ class CallRecorder:
         self._max = max_records
         self._lock = threading.Lock()
         self._sessions: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._calls: OrderedDict[int, None] = OrderedDict()  # the tools' calls, by call_id
         self._unseen = itertools.count(-1, -1)
 
     def _parent(self) -> int | None:
@@ -81,7 +91,12 @@ class CallRecorder:
         """An ``on_event`` for a tool the fleet hands out: records, then calls ``chained``."""
 
         def on_event(event: CallPeerEvent) -> None:
-            if event.kind == "session_opened" and event.session_id:
+            if event.kind == "started":
+                with self._lock:
+                    self._calls[event.call_id] = None
+                    while len(self._calls) > self._max:
+                        self._calls.popitem(last=False)
+            elif event.kind == "session_opened" and event.session_id:
                 with self._lock:
                     self._sessions[(event.peer, event.session_id)] = event.call_id
                     while len(self._sessions) > self._max:
@@ -92,6 +107,26 @@ class CallRecorder:
 
         return on_event
 
+    @contextlib.contextmanager
+    def answering(self, peer: str, message_id: str) -> Iterator[None]:
+        """Run ``peer``'s answer to A2A message ``message_id`` (an A2A SDK agent's, no turn).
+
+        Its calls take their deadline from the message's sender (as a host's turn does)
+        and, when a tool of this fleet sent it, go under that call's record.
+        """
+        with entering_message(message_id, peer) as call_id:
+            with self._lock:
+                ours = call_id is not None and call_id in self._calls
+            if not ours:
+                yield  # a caller the fleet did not equip: its call is not in the log
+                return
+            assert call_id is not None
+            token = _turn.set((self, call_id))
+            try:
+                yield
+            finally:
+                _turn.reset(token)
+
     def observe(self, peer: str, behavior: Agent) -> Agent:
         """``behavior`` run as a recorded turn of ``peer`` (its name and docs kept)."""
 
@@ -100,6 +135,10 @@ class CallRecorder:
             session = turn.session_id
             with self._lock:
                 known = self._sessions.get((peer, session))
+                if known is None and turn.call_id in self._calls:
+                    # An A2A call: its session opened with its message, and the task id its
+                    # event names is not this session's; the call noted itself for the turn.
+                    known = turn.call_id
             call_id = known if known is not None else next(self._unseen)
             if known is None:  # a caller the fleet did not equip: the turn is all it sees
                 self.log.on_event(

@@ -458,7 +458,15 @@ class Fleet:
                 f"simulator: ttl must be a positive number of seconds, got {ttl!r}; "
                 f"the default is {DEFAULT_TTL:g} and the hub clamps it to {MAX_TTL:g}"
             )
-        agent = A2APeer(name, self.url(name), behavior, executor, description, bool(streaming))
+        agent = A2APeer(
+            name,
+            self.url(name),
+            behavior,
+            executor,
+            description,
+            bool(streaming),
+            functools.partial(self._recorder.answering, name),
+        )
         self.a2a_peers[name] = agent
         self.transport.mount(f"{name}.{self.domain}", ASGITransport(agent.app))
         self._members[name] = _Member({**dict(labels or {}), A2A_LABEL: "a2a"}, ttl, None, True)

@@ -186,6 +186,37 @@ async def test_a_cycle_ends_by_itself_within_a_few_hops_and_its_answer_names_the
     assert running == {}
 
 
+@pytest.mark.parametrize("mode", ["in-process", "loopback"])
+async def test_a_cycle_over_a2a_ends_by_itself_as_one_over_attach_does(mode: str) -> None:
+    pytest.importorskip("a2a")
+    fleet = Fleet()
+    for name, other in (("a", "b"), ("b", "a")):
+        # Called over A2A: the fleet's tools read each one's card and send it a message.
+        fleet.add_peer(
+            name,
+            behaviors.delegate(other, via=fleet, timeout=CYCLE_TIMEOUT),
+            a2a=True,
+            labels={"protocol": "a2a"},
+        )
+    served = await fleet.serve() if mode == "loopback" else None
+    tool = served.call_peer(timeout=30) if served else fleet.call_peer(timeout=30)
+    started = time.monotonic()
+    try:
+        result = await tool.acall(peer="a", prompt="ask the other one")
+        elapsed = time.monotonic() - started
+    finally:
+        await tool.aclose()
+        await fleet.aclose()
+
+    assert re.search(
+        r'the delegation is a cycle, "(a" -> "b" -> "a|b" -> "a" -> "b)"', (result.response)
+    )
+    # Each A2A message opens a session: the halving bounds them as it does over attach.
+    assert 3 <= len(fleet.calls.records()) <= CYCLE_HOPS + 1
+    assert not any(r.session_id.startswith("s-") for r in fleet.calls)  # task ids, or none
+    assert elapsed < CYCLE_TIMEOUT + 0.5
+
+
 async def test_a_tree_outlives_a_caller_that_gave_up_and_still_ends_by_its_own_timeout() -> None:
     # As on daemons, a caller that gives up does not stop the turn it asked for.
     fleet = Fleet()

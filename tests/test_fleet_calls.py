@@ -137,3 +137,81 @@ async def test_a_live_tree_view_of_the_fleet_shows_the_tree_when_displayed() -> 
     assert "7 calls in 1 tree (finished 7)" in bundle["text/plain"]
     view.close()
     await fleet.aclose()
+
+
+def mixed_fleet() -> Fleet:
+    """top (attach) -> boss (a daemon called over A2A) -> worker (attach) and translator
+    (an A2A SDK agent), whose behaviour asks worker through a fleet tool: three levels."""
+    pytest.importorskip("a2a")
+    fleet = Fleet()
+    fleet.add_peer("worker", behaviors.reply("ok"))
+    tool = fleet.call_peer(timeout=5)
+
+    async def translate(text: str) -> str:
+        return "asked: " + (await tool.acall(peer="worker", prompt=text)).response
+
+    fleet.add_a2a_peer("translator", translate)
+    fleet.add_peer(
+        "boss",
+        behaviors.fan_out(via=fleet, peers=["translator", "worker"], timeout=5),
+        a2a=True,
+        labels={"protocol": "a2a"},  # the fleet's tools read its card and speak A2A to it
+    )
+    fleet.add_peer("top", behaviors.delegate("boss", via=fleet, timeout=8))
+    return fleet
+
+
+MIXED_TREE = [
+    ("", "top"),
+    ("└── ", "boss"),
+    ("    ├── ", "translator"),
+    ("    │   └── ", "worker"),
+    ("    └── ", "worker"),
+]
+
+
+@pytest.mark.parametrize("mode", ["in-process", "loopback"])
+async def test_a_tree_across_attach_and_a2a_peers_has_each_sub_call_under_its_caller(
+    mode: str,
+) -> None:
+    fleet = mixed_fleet()
+    served = await fleet.serve() if mode == "loopback" else None
+    tool = served.call_peer(timeout=10) if served else fleet.call_peer(timeout=10)
+    try:
+        result = await tool.acall(peer="top", prompt="hi")
+    finally:
+        if served is not None:
+            await served.aclose()
+    assert result.response == "translator: asked: ok\n\nworker: ok"
+    assert shape(fleet) == MIXED_TREE
+    records = fleet.calls.records()
+    # One record per call: the A2A turns found their callers' records (none of the negative
+    # ids of a caller the fleet did not equip), and an A2A call names its task.
+    assert len(records) == 5
+    assert all(r.call_id > 0 and r.state == "finished" for r in records)
+    (boss,) = (r for r in records if r.peer == "boss")
+    assert boss.session_id and not boss.session_id.startswith("s-")  # a task id, not a session
+    frame = fleet.calls.to_pandas()
+    peer_of = dict(zip(frame["call_id"], frame["peer"], strict=True))
+    links = sorted(
+        (peer_of.get(parent, "you"), peer)
+        for parent, peer in zip(frame["parent"], frame["peer"], strict=True)
+    )
+    assert links == [
+        ("boss", "translator"),
+        ("boss", "worker"),
+        ("top", "boss"),
+        ("translator", "worker"),
+        ("you", "top"),
+    ]
+    from coreagent_sdk import call_graph
+
+    edges = {(e.caller, e.callee) for e in call_graph(fleet.calls).edges}
+    assert edges == {
+        (None, "top"),
+        ("top", "boss"),
+        ("boss", "translator"),
+        ("boss", "worker"),
+        ("translator", "worker"),
+    }
+    await fleet.aclose()

@@ -601,3 +601,37 @@ def test_the_executors_frame_reader_reads_every_event_as_the_typed_wire_does() -
         got = (read.author, read.text, read.partial, read.has_function, read.turn_complete)
         want = (event.author, event.text, event.partial, event.has_function, event.turn_complete)
         assert got == want, event
+
+
+async def test_a_turn_knows_the_call_of_this_process_that_asked_for_it_over_a2a_or_attach() -> None:
+    from coreagent_sdk import A2ADirectory, CallPeer, Peer, StaticDirectory
+
+    asked: list[int | None] = []
+
+    async def note_caller(turn: Turn) -> None:
+        asked.append(turn.call_id)
+        await turn.say("noted")
+
+    served = AgentHost("agent", behavior=note_caller, a2a=True, session_rate_limit=None)
+    transport = ASGITransport(served.app)
+    started: list[int] = []
+
+    def on_event(event: Any) -> None:
+        if event.kind == "started":
+            started.append(event.call_id)
+
+    cards = A2ADirectory([BASE], transport=transport)
+    over_a2a = CallPeer(cards, transport=transport, on_event=on_event)
+    over_attach = CallPeer(
+        StaticDirectory([Peer("agent", BASE)]), transport=transport, on_event=on_event
+    )
+    await over_a2a.acall(peer="agent", prompt="one")
+    await over_attach.acall(peer="agent", prompt="two")
+    client = await _client(served)
+    await _events(client, "three")  # the A2A SDK's own client: no call of this process
+    assert asked == [*started, None]
+    assert started[0] != started[1]
+    await client.close()
+    for closing in (over_a2a, over_attach, cards):
+        await closing.aclose()
+    await served.aclose()

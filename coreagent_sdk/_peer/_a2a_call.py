@@ -42,6 +42,7 @@ from ..errors import (
     ProtocolError,
     StreamEndedError,
 )
+from . import _hops
 from ._a2a_bounds import limits
 from ._chunks import chunk_sink
 from ._results import ANSWER_SEPARATOR as _SEPARATOR  # between artifacts, as events
@@ -371,14 +372,18 @@ async def ask_a2a(
     headers = {"Accept-Encoding": "identity"}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
+    message_id = uuid.uuid4().hex
     request = SendMessageRequest(
-        message=Message(role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[Part(text=prompt)])
+        message=Message(role=Role.ROLE_USER, message_id=message_id, parts=[Part(text=prompt)])
     )
     context = ClientCallContext(service_parameters=headers)
     answer = _Answer(tool.max_response_bytes)
     status: Any = None
     task: Any = None
     call.injected = True  # from here the peer may have it, whatever we hear back
+    # Before it is sent: a host of this process running it hands the note to its turn,
+    # whose own calls then take their deadline and their parent from this call (_hops).
+    _hops.note_message(message_id, call.started + call.budget.seconds, call.budget.path, call.id)
 
     def opened(task_id: str) -> None:
         _opened(tool, call, task_id)
@@ -436,6 +441,8 @@ async def ask_a2a(
         raise
     except Exception as exc:
         raise _mapped(tool, call, exc) from exc
+    finally:
+        _hops.forget_message(message_id)
     state = TaskState.Name(status.state)
     if state != "TASK_STATE_COMPLETED":
         raise _turn_error(tool, call, state, status, task)

@@ -868,7 +868,9 @@ class CallPeer:
             call.session_id = session.session_id
             # Before the prompt lands: the peer's turn, if it runs in this process, takes
             # the deadline from here and hands its own calls half of what is left.
-            _hops.note(call.session_id, call.started + call.budget.seconds, call.budget.path)
+            _hops.note(
+                call.session_id, call.started + call.budget.seconds, call.budget.path, call.id
+            )
             self._emit("session_opened", call)
             step = "GET events"
             async with client.events(session, types=_READ_TYPES, cut_oversized=True) as frames:

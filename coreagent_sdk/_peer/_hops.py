@@ -21,6 +21,14 @@ on loopback sockets) the deadline is passed along here:
 
 The notes are the process's own; a session the callee never runs a turn in
 is forgotten when the call ends.
+
+A note also names the call that made it (`call_id`), so a turn knows which call of
+this process it answers (`Turn.call_id`): a simulated fleet hangs the turn's own
+calls under that call in its call tree. An A2A call has no session before its
+message lands (the message opens it, and the task id comes back after), so it
+notes the message instead, by the id it chose (`note_message`); a host of this
+process that runs the message hands the note on to the session it opens, before
+the turn can start (`hand_on`).
 """
 
 from __future__ import annotations
@@ -42,10 +50,14 @@ __all__ = [
     "budget",
     "cycle",
     "entering",
+    "entering_message",
     "forget",
+    "forget_message",
+    "hand_on",
     "in_cycle",
     "not_asked",
     "note",
+    "note_message",
 ]
 
 KEEP = 0.5
@@ -59,16 +71,22 @@ _MAX_NOTES = 10_000  # sessions noted at once; the oldest go first past it
 
 
 class _Hop:
-    """What a caller noted for a session it opened: its deadline and who asked."""
+    """What a caller noted for a session it opened: its deadline, who asked, which call."""
 
-    __slots__ = ("deadline", "path")
+    __slots__ = ("call_id", "deadline", "path")
 
-    def __init__(self, deadline: float | None, path: tuple[str, ...]) -> None:
+    def __init__(
+        self, deadline: float | None, path: tuple[str, ...], call_id: int | None = None
+    ) -> None:
         self.deadline = deadline  # time.perf_counter(); None: no caller in this process
         self.path = path  # the agents that asked, first caller first
+        self.call_id = call_id  # the CallPeer call that opened the session (its event's id)
 
 
 _noted: OrderedDict[str, _Hop] = OrderedDict()
+# A2A messages sent, by their message id, until a host of this process opens their session.
+# Apart from the sessions' notes: a message id is the sender's choice, a session id the host's.
+_messages: OrderedDict[str, _Hop] = OrderedDict()
 _current: contextvars.ContextVar[_Hop | None] = contextvars.ContextVar(
     "coreagent_delegation", default=None
 )
@@ -97,22 +115,49 @@ def budget(timeout: float) -> Budget:
 
 
 @contextmanager
-def entering(session_id: str, agent: str) -> Iterator[None]:
-    """Run a turn of `agent` in `session_id`: its calls inherit what its caller noted."""
+def entering(session_id: str, agent: str) -> Iterator[int | None]:
+    """Run a turn of `agent` in `session_id`: its calls inherit what its caller noted.
+
+    Gives the `call_id` of the call that noted the session (None: no call of this process).
+    """
     inherited = _noted.pop(session_id, None) if session_id else None
-    hop = (
-        _Hop(inherited.deadline, (*inherited.path, agent))
-        if inherited is not None
-        else _Hop(None, (agent,))
-    )
-    token = _current.set(hop)
+    token = _current.set(_entered(inherited, agent))
     try:
-        yield
+        yield inherited.call_id if inherited is not None else None
     finally:
         _current.reset(token)
 
 
-def note(session_id: str, deadline: float, path: tuple[str, ...]) -> None:
+@contextmanager
+def entering_message(message_id: str, agent: str) -> Iterator[int | None]:
+    """Answer A2A message `message_id` as `agent` outside a host's session: as `entering`.
+
+    For an A2A agent of this process that is not a host (the A2A SDK's own server, as a
+    simulated fleet runs one): its calls inherit what the message's sender noted.
+    """
+    inherited = _messages.pop(message_id, None) if message_id else None
+    token = _current.set(_entered(inherited, agent))
+    try:
+        yield inherited.call_id if inherited is not None else None
+    finally:
+        _current.reset(token)
+
+
+def _entered(inherited: _Hop | None, agent: str) -> _Hop:
+    """The hop of a turn of `agent` that took `inherited` (None: no caller noted it)."""
+    if inherited is None:
+        return _Hop(None, (agent,))
+    return _Hop(inherited.deadline, (*inherited.path, agent))
+
+
+def _bounded(notes: OrderedDict[str, _Hop]) -> None:
+    while len(notes) > _MAX_NOTES:
+        notes.popitem(last=False)
+
+
+def note(
+    session_id: str, deadline: float, path: tuple[str, ...], call_id: int | None = None
+) -> None:
     """A call opened `session_id` with this deadline (perf_counter) for the agents of `path`.
 
     Not the startup session: every daemon has its own `default`, and no call opens one (a
@@ -121,9 +166,37 @@ def note(session_id: str, deadline: float, path: tuple[str, ...]) -> None:
     """
     if not session_id or session_id == STARTUP_SESSION:
         return
-    _noted[session_id] = _Hop(deadline, path)
-    while len(_noted) > _MAX_NOTES:
-        _noted.popitem(last=False)
+    _noted[session_id] = _Hop(deadline, path, call_id)
+    _bounded(_noted)
+
+
+def note_message(
+    message_id: str, deadline: float, path: tuple[str, ...], call_id: int | None = None
+) -> None:
+    """An A2A call is about to send message `message_id`: what `note` notes for a session."""
+    if message_id:
+        _messages[message_id] = _Hop(deadline, path, call_id)
+        _bounded(_messages)
+
+
+def hand_on(message_id: str, session_id: str) -> None:
+    """A host runs A2A message `message_id` in `session_id`: its turn takes the message's note.
+
+    Called before the message is queued, so before the turn can start. The same note stays
+    under the message too, so `forget_message` still reaches a turn that has not started.
+    """
+    hop = _messages.get(message_id) if message_id else None
+    if hop is not None and session_id and session_id != STARTUP_SESSION:
+        _noted[session_id] = hop
+        _bounded(_noted)
+
+
+def forget_message(message_id: str) -> None:
+    """The A2A call that sent `message_id` is over: as `forget`, for a message's note."""
+    hop = _messages.get(message_id) if message_id else None
+    if hop is not None and hop.deadline is not None:
+        # In place: a session the note was handed on to holds this very note.
+        hop.deadline = min(hop.deadline, time.perf_counter())
 
 
 def forget(session_id: str) -> None:
@@ -135,7 +208,7 @@ def forget(session_id: str) -> None:
     """
     hop = _noted.get(session_id) if session_id else None
     if hop is not None and hop.deadline is not None:
-        _noted[session_id] = _Hop(min(hop.deadline, time.perf_counter()), hop.path)
+        _noted[session_id] = _Hop(min(hop.deadline, time.perf_counter()), hop.path, hop.call_id)
 
 
 def _chain(path: Sequence[str]) -> str:

@@ -28,11 +28,13 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 # Helpers the simulator builds on, importable from here as before but not part of the API
 # (not in __all__, not in the reference): a fleet's HTML table, a URL as errors show it, a
 # server's text cut and scrubbed, token checks, the host's base-URL check and transport, and
-# the command lines' parser that never repeats a refused value.
+# the command lines' parser that never repeats a refused value, and the delegation hop of an
+# A2A agent that is not a host (its calls take their deadline and parent from the sender's).
 from .._attach._token import checked_token as checked_token
 from .._attach._token import read_token as read_token
 from .._display._render import fleet_html as fleet_html
 from .._http._endpoint import shown_url as shown_url
+from .._peer._hops import entering_message as entering_message
 from .._scrub import server_text as server_text
 from ._agents import Agent, Turn
 from ._agents_host import MultiAgentHost

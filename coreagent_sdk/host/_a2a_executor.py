@@ -40,6 +40,7 @@ from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import TaskState
 
 from .._attach._wire import TurnComplete, TurnError, decode_frame
+from .._peer import _hops as delegation
 from .._peer._results import ANSWER_SEPARATOR as _SEPARATOR
 from ._daemon import Daemon
 from ._registry import ANONYMOUS, Identity
@@ -143,6 +144,9 @@ class TurnExecutor(AgentExecutor):
             await self._fail(updater, "unknown", f"a2a: the session could not be stored: {exc}")
             return
         self._sessions[task_id] = session
+        # A CallPeer of this process that sent the message noted it: its deadline and its
+        # call reach the turn as a session's do over attach (_hops).
+        delegation.hand_on(message.message_id, session.session_id)
         subscriber = session.subscribe()  # before the message is queued, as call_peer
         try:
             await updater.update_status(

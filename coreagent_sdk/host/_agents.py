@@ -106,6 +106,10 @@ class Turn:
         on_step: Called with each `TurnStep` the turn takes (a model round, a tool call,
             its error) when someone records the turn (a simulated fleet's `calls` does);
             None: nothing is recorded.
+        call_id: The ``call_id`` (as `CallPeerEvent` gives it) of the `CallPeer` call of
+            this process that asked for this turn, over attach or A2A: the call that
+            opened its session, or sent its A2A message; None for a caller elsewhere, and
+            for the later turns of a session.
     """
 
     def __init__(
@@ -130,6 +134,7 @@ class Turn:
         self.runtime: Any = None
         self.tokens_in: int | None = None
         self.on_step: Callable[[TurnStep], None] | None = None
+        self.call_id: int | None = None
 
     def add_usage(self, input_tokens: int, output_tokens: int) -> None:
         """Count tokens a model reported: `turn-complete` then carries these, not estimates.

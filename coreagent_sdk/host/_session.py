@@ -371,7 +371,8 @@ class _Session:
             try:
                 # A caller in this process noted its deadline for this session: the turn's
                 # own calls get half of what is left, so a delegation cycle ends (_hops).
-                with delegation_hop(self.session_id, turn.agent):
+                with delegation_hop(self.session_id, turn.agent) as caller:
+                    turn.call_id = caller
                     await run_turn(self.daemon, turn)
                 await self.events_logged()  # every event in the log before turn-complete
             except TurnFailed as exc:
