@@ -24,7 +24,7 @@ from a2a.server.tasks import TaskUpdater
 from a2a.types import GetTaskRequest, TaskState
 
 from coreagent_sdk import A2ADirectory, ASGITransport, CallPeer
-from coreagent_sdk.errors import PeerTimeoutError
+from coreagent_sdk.errors import PeerTimeoutError, PeerTurnError
 
 from .a2a_sdk_server import app, card_of
 
@@ -183,5 +183,78 @@ async def test_a_task_that_completes_is_not_canceled() -> None:
     assert (result.response, result.truncated) == ("done", False)
     assert not executor.canceled.is_set()
     assert await state_of(transport, result.session_id) == "TASK_STATE_COMPLETED"
+    await tool.aclose()
+    await directory.aclose()
+
+
+class Waits(AgentExecutor):
+    """Asks back (for input, or to be authorized) and leaves the task waiting for the answer."""
+
+    def __init__(self, state: str, cancel: str = "cancel") -> None:
+        self.state = state
+        self.how = cancel
+        self.canceled = asyncio.Event()
+
+    async def execute(self, context: Any, event_queue: Any) -> None:
+        task = context.current_task or new_task_from_user_message(context.message)
+        await event_queue.enqueue_event(task)
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        await updater.start_work()
+        asked = updater.new_agent_message([new_text_part("which cluster?")])
+        if self.state == "input-required":
+            await updater.requires_input(asked)
+        else:
+            await updater.requires_auth(asked)
+
+    async def cancel(self, context: Any, event_queue: Any) -> None:
+        self.canceled.set()
+        if self.how == "stall":
+            await asyncio.sleep(30)  # longer than any bound here: the caller must not wait
+        await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+
+
+@pytest.mark.parametrize(
+    ("state", "fix"),
+    [
+        ("input-required", "make the prompt self-contained"),
+        ("auth-required", "authorize this caller with the agent beforehand"),
+    ],
+)
+async def test_a_task_left_waiting_for_what_a_call_cannot_send_is_canceled_on_the_agent(
+    state: str, fix: str
+) -> None:
+    executor = Waits(state)
+    tool, directory, transport = tool_for(executor, timeout=10)
+
+    with pytest.raises(PeerTurnError) as caught:
+        await tool.acall(peer="sdk-agent", prompt="scale it")
+
+    said = str(caught.value)
+    assert f"left the task {state}" in said and fix in said
+    assert "the call cancels the task on the agent (best effort)" in said
+    assert caught.value.message == "which cluster?"
+    assert executor.canceled.is_set()
+    task_id = caught.value.session_id
+    assert task_id is not None
+    assert await until_state(transport, task_id, "TASK_STATE_CANCELED") == "TASK_STATE_CANCELED"
+    await tool.aclose()
+    await directory.aclose()
+
+
+async def test_an_agent_that_stalls_the_cancel_of_a_waiting_task_holds_the_error_one_bound_at_most(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    executor = Waits("input-required", cancel="stall")
+    tool, directory, _ = tool_for(executor, timeout=10)
+
+    caplog.set_level(logging.INFO, logger="coreagent_sdk")
+    started = time.perf_counter()
+    with pytest.raises(PeerTurnError, match="left the task input-required"):
+        await tool.acall(peer="sdk-agent", prompt="scale it")
+    took = time.perf_counter() - started
+
+    assert executor.canceled.is_set()
+    assert CANCEL_SECONDS <= took < CANCEL_SECONDS + 1.5
+    assert "could not cancel task" in caplog.text and "no answer within 1 s" in caplog.text
     await tool.aclose()
     await directory.aclose()

@@ -289,8 +289,13 @@ def _mapped(
     )
 
 
-def _turn_error(tool: CallPeer, call: _Call, state: str, status: Any, task: Any) -> PeerTurnError:
-    """A task that ended without an answer (failed, canceled, rejected, or asking back)."""
+def _turn_error(
+    tool: CallPeer, call: _Call, state: str, status: Any, task: Any, canceling: bool = False
+) -> PeerTurnError:
+    """A task that ended without an answer (failed, canceled, rejected, or asking back).
+
+    `canceling`: the call cancels the task next (one waiting for input or authorization).
+    """
     said = _message_text(status.message) if status.HasField("message") else ""
     meta = _error_meta(status, task)
     kind = meta.get("kind")
@@ -300,14 +305,28 @@ def _turn_error(tool: CallPeer, call: _Call, state: str, status: Any, task: Any)
         kind, what = "canceled", "canceled the task"
     elif state == "TASK_STATE_REJECTED":
         what = "rejected the task"
-    elif state == "TASK_STATE_INPUT_REQUIRED":
-        what = "asked for more input, which a call cannot give (one message per call)"
-    elif state == "TASK_STATE_AUTH_REQUIRED":
-        kind = kind or "auth_error"
-        what = "asked to be authorized, which a call cannot do (one message per call)"
+    elif state in _WAITING:
+        what = (
+            "left the task input-required: it asked for more input, which a call cannot "
+            "give (one message per call)"
+            if state == "TASK_STATE_INPUT_REQUIRED"
+            else "left the task auth-required: it asked to be authorized, which a call "
+            "cannot do (one message per call)"
+        )
+        if state == "TASK_STATE_AUTH_REQUIRED":
+            kind = kind or "auth_error"
     else:
         what = "failed the task"
-    fix = "; make the prompt self-contained" if state == "TASK_STATE_INPUT_REQUIRED" else ""
+    fix = ""
+    if state in _WAITING:
+        fix = (
+            "; make the prompt self-contained"
+            if state == "TASK_STATE_INPUT_REQUIRED"
+            else "; authorize this caller with the agent beforehand (a token it accepts, "
+            f"{'$' + tool.token_env if tool.token_env else 'token_env='})"
+        )
+        if canceling:
+            fix += "; the call cancels the task on the agent (best effort): nobody will answer it"
     return PeerTurnError(
         f"{tool.name}: peer {_q(call.peer)} {what} ({kind or 'unknown'}"
         f"{', retryable' if retryable else ''}): {_said(said) or 'no message'}{fix} "
@@ -342,15 +361,11 @@ def _error_meta(status: Any, task: Any) -> dict[str, Any]:
     return {}
 
 
+_WAITING = frozenset({"TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"})
+"""States a task waits in for what a call cannot send: the call stops there, the task not."""
 _ENDS = frozenset(
-    {
-        "TASK_STATE_COMPLETED",
-        "TASK_STATE_FAILED",
-        "TASK_STATE_CANCELED",
-        "TASK_STATE_REJECTED",
-        "TASK_STATE_INPUT_REQUIRED",
-        "TASK_STATE_AUTH_REQUIRED",
-    }
+    {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"}
+    | _WAITING
 )
 
 
@@ -424,9 +439,12 @@ async def ask_a2a(
                                 await sink(text)
                         if answer.add(update.artifact, append=update.append):
                             return answer.text(cut=True)  # the rest is left unread
-                    ended = status is not None and TaskState.Name(status.state) in _ENDS
-                    if ended:
-                        call.abandon = None  # it ended (or waits for input): nothing to cancel
+                    state = TaskState.Name(status.state) if status is not None else ""
+                    ended = state in _ENDS
+                    if ended and state not in _WAITING:
+                        call.abandon = None  # it ended: nothing to cancel
+                    # A task waiting for input or authorization is open on the agent until
+                    # someone answers, and nobody will: the call cancels it (call.abandon).
                     if answer.total > answer.cap:
                         return answer.text(cut=True)
                     if ended:
@@ -445,7 +463,7 @@ async def ask_a2a(
         _hops.forget_message(message_id)
     state = TaskState.Name(status.state)
     if state != "TASK_STATE_COMPLETED":
-        raise _turn_error(tool, call, state, status, task)
+        raise _turn_error(tool, call, state, status, task, canceling=call.abandon is not None)
     if not answer.order and status.HasField("message"):
         text = _message_text(status.message).strip()
         data = text.encode()
