@@ -21,11 +21,24 @@ calling turn's own in-process, and as roots over loopback sockets.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Union
+from urllib.parse import urlsplit
 
 __all__ = ["A2APeer", "A2ABehavior", "a2a_app"]
+
+# The Host a request to an A2A peer was sent to (its card names the URL it was read at).
+_asked_host: contextvars.ContextVar[str] = contextvars.ContextVar("a2a_peer_host", default="")
+
+
+def _host_of(scope: Any) -> str:
+    for name, value in scope.get("headers") or ():
+        if name == b"host":
+            return str(value.decode("latin-1"))
+    return ""
+
 
 A2ABehavior = Callable[[str], Union[str, Awaitable[str], AsyncIterator[str]]]  # noqa: UP007
 # What runs around a behaviour's answer to one message, given the message's id: the fleet's
@@ -182,13 +195,23 @@ class A2APeer:
         )
         # What its answers come from, as the roster names it.
         self.behavior: object = executor if executor is not None else (behavior or _echo)
-        # Its loopback URL while the fleet is served: the card then names it, so a caller
-        # over the sockets is sent there, never to the in-process name (nothing resolves it).
+        # Its loopback URL while the fleet is served: the card read there names it, so a
+        # caller over the sockets is sent there, never to the in-process name (nothing
+        # resolves it); the card read in-process keeps the in-process name, on the origin it
+        # was read from (a caller refuses a card pointing at another origin).
         self.served_url: str | None = None
-        self.app = a2a_app(self.executor, self.card, self._served_card)
+        self._sdk_app = a2a_app(self.executor, self.card, self._served_card)
+
+    async def app(self, scope: Any, receive: Any, send: Any) -> None:
+        """The ASGI app serving both; notes the host each request was sent to, for the card."""
+        token = _asked_host.set(_host_of(scope))
+        try:
+            await self._sdk_app(scope, receive, send)
+        finally:
+            _asked_host.reset(token)
 
     async def _served_card(self, card: Any) -> Any:
-        if self.served_url is None:
+        if self.served_url is None or _asked_host.get() != urlsplit(self.served_url).netloc:
             return card
         served = type(card)()
         served.CopyFrom(card)

@@ -7,6 +7,9 @@ deadline governs. Here, on top:
 - The endpoint is the card's JSON-RPC URL, and it passes the same policy as
   a registry entry (absolute http(s) with a host, `allowed_hosts`) before it
   is dialed: a card may point anywhere, and that is how an SSRF starts.
+  Without `allowed_hosts` it must also be on the origin the card was read
+  from: a card cannot send the prompt and the token to a host the caller
+  never named (an agent behind a proxy declaring its own `localhost` URL).
 - The SDK's client rides the tool's own httpx transport (in-process routing,
   respx, the endpoint policy all apply), with every body counted as it
   arrives (`_a2a_bounds`): an endless line or body ends as an error.
@@ -24,6 +27,7 @@ import contextlib
 import functools
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -77,6 +81,8 @@ reading a task the agent is still running; it then asks the agent to cancel it, 
 ends at most this much after its deadline (a cut call: after its answer was in hand).
 """
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 _MAX_QUOTED = 1000  # characters of a peer's own words quoted in an error message
 _MAX_ID = 256  # characters of a task id this SDK accepts (it goes into results and messages)
 _BODY_FACTOR = 16  # a stream may carry this many event bounds in all before it is cut
@@ -211,6 +217,64 @@ def _check_dial(tool: CallPeer, target: Peer) -> None:
             f"({', '.join(hosts.patterns) or 'empty'}); nothing was sent. Add the host to "
             "allowed_hosts if it is trusted"
         )
+    read_at = target.a2a.card_url if target.a2a is not None else ""
+    if hosts is None and read_at and not same_origin(read_at, target.endpoint):
+        # Listed in allowed_hosts, the other host was trusted by name (checked above).
+        raise InvalidEndpointError(
+            f"{tool.name}: peer {_q(target.name)}'s agent card, read from origin "
+            f"{origin_of(read_at)!r}, points its JSON-RPC interface at another origin, "
+            f"{origin_of(target.endpoint)!r}; nothing was sent. An agent behind a proxy "
+            "must declare the URL its callers reach it at (the proxy's), not its own; if "
+            "the other host is the agent's and trusted, pass "
+            f"allowed_hosts=[{origin_host(target.endpoint)!r}, ...] to {tool.name}"
+        )
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of `url`: the host lower-cased, the scheme's default port."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").rstrip(".")
+    port = parts.port if parts.port is not None else _DEFAULT_PORTS.get(scheme)
+    return scheme, host, port
+
+
+def origin_of(url: str) -> str:
+    """`url`'s origin as messages show it: ``scheme://host`` and a port not the default."""
+    try:
+        scheme, host, port = _origin(url)
+    except ValueError:
+        return "?"
+    shown = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{shown}" + ("" if port == _DEFAULT_PORTS.get(scheme) else f":{port}")
+
+
+def origin_host(url: str) -> str:
+    """`url`'s host (and a port not the default) as an `allowed_hosts` pattern names it."""
+    return origin_of(url).partition("://")[2]
+
+
+def same_origin(card_url: str, endpoint: str) -> bool:
+    """Whether `endpoint` is on the origin its card was read from (A2A agents' usual case).
+
+    Two names of this machine's loopback (``localhost``, ``127.0.0.1``, ``::1``) are one
+    host, and a card read over http may point at https on the same host: neither reaches a
+    server the card's own host is not.
+    """
+    try:
+        (c_scheme, c_host, c_port), (e_scheme, e_host, e_port) = (
+            _origin(card_url),
+            _origin(endpoint),
+        )
+    except ValueError:
+        return False
+    if c_host in _LOOPBACK and e_host in _LOOPBACK:
+        c_host = e_host
+    if c_host != e_host:
+        return False
+    if (c_scheme, c_port) == (e_scheme, e_port):
+        return True
+    return (c_scheme, c_port, e_scheme, e_port) == ("http", 80, "https", 443)
 
 
 def _status_error(

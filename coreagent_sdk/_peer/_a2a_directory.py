@@ -6,9 +6,9 @@ endpoint policy, `allowed_hosts`); a card is read over our httpx transport
 with its body bounded and parsed by the SDK's own card parser; the JSON-RPC URL it
 declares becomes the peer's endpoint, which `CallPeer` checks again before
 it dials (a card pointing elsewhere passes the same policy as a registry
-entry). A lookup reuses a card for as long as the agent's own caching
-headers allow, and revalidates it after (see `_a2a_cards`); ``max_age``
-overrides them.
+entry, and without `allowed_hosts` must stay on the card's own origin). A
+lookup reuses a card for as long as the agent's own caching headers allow,
+and revalidates it after (see `_a2a_cards`); ``max_age`` overrides them.
 """
 
 from __future__ import annotations

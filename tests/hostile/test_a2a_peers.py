@@ -287,6 +287,68 @@ async def test_a_card_pointing_at_a_host_not_allowed_is_refused_before_anything_
 
 
 @pytest.mark.parametrize(
+    ("url", "origin"),
+    [
+        ("http://other.test/a2a", "http://other.test"),
+        ("http://evil.test:8080/", "http://evil.test:8080"),  # the card's host, another port
+        ("http://localhost:9999/", "http://localhost:9999"),  # an agent behind a proxy, as
+        # the A2A SDK's samples declare it: followed, it would dial the caller's own machine
+    ],
+)
+async def test_a_card_pointing_at_another_origin_is_refused_naming_both_and_nothing_is_sent(
+    url: str, origin: str
+) -> None:
+    agent = Agent(forever(status("TASK_STATE_WORKING")), the_card=card(url))
+
+    with pytest.raises(InvalidEndpointError) as caught:
+        await ask(agent)
+
+    said = str(caught.value)
+    assert f"read from origin 'http://{HOST}'" in said
+    assert f"at another origin, '{origin}'; nothing was sent" in said
+    assert f"allowed_hosts=['{origin.partition('://')[2]}', ...]" in said
+    assert agent.elsewhere == []  # proven on a transport that records, not by dialing
+    assert [r.url.path for r in agent.requests] == ["/.well-known/agent-card.json"]
+
+
+async def test_another_origin_is_asked_once_allowed_hosts_lists_it_and_not_before() -> None:
+    agent = Agent(forever(status("TASK_STATE_WORKING")), the_card=card("http://other.test/a2a"))
+
+    with pytest.raises(InvalidEndpointError, match="another origin"):
+        await ask(agent)
+    assert agent.elsewhere == []
+    with pytest.raises(PeerRequestError, match="599"):  # the recording transport's answer
+        await ask(agent, allowed_hosts=[HOST, "other.test"])
+
+    # Recorded, never dialed: the message went where the card said, as the caller allowed.
+    assert [(r.method, str(r.url)) for r in agent.elsewhere] == [("POST", "http://other.test/a2a")]
+
+
+async def test_a_hub_peers_card_may_point_at_its_own_hosts_https_not_at_another_host() -> None:
+    from coreagent_sdk import Peer, StaticDirectory
+
+    answered = Agent(
+        lambda: iter([task(), artifact("fine"), status("TASK_STATE_COMPLETED")]),
+        the_card=card(f"https://{HOST}/"),  # read over http, pointing at https on its host
+    )
+    moved = Agent(forever(status("TASK_STATE_WORKING")), the_card=card("http://other.test/"))
+    found = StaticDirectory([Peer("evil", f"http://{HOST}", {"protocol": "a2a"})])
+    for agent in (answered, moved):
+        tool = CallPeer(found, transport=agent, timeout=5)
+        try:
+            if agent is answered:
+                assert (await tool.acall(peer="evil", prompt="go")).response == "fine"
+            else:
+                with pytest.raises(InvalidEndpointError, match=r"'http://other\.test'"):
+                    await tool.acall(peer="evil", prompt="go")
+        finally:
+            await tool.aclose()
+
+    assert [r.url.scheme for r in answered.requests] == ["http", "https"]
+    assert moved.elsewhere == [] and len(moved.requests) == 1
+
+
+@pytest.mark.parametrize(
     "url", ["file:///etc/passwd", "javascript:alert(1)", "/relative/path", "http://a b/"]
 )
 async def test_a_card_pointing_at_no_http_url_is_refused_before_anything_is_sent(url: str) -> None:
