@@ -176,3 +176,25 @@ async def test_an_entity_tag_that_is_no_short_printable_token_is_never_sent_back
 
     cards = transport.cards()
     assert len(cards) == 2 and "if-none-match" not in cards[1].headers
+
+
+async def test_a_card_read_at_one_loopback_name_may_name_another_but_not_another_port() -> None:
+    # In process: the transport answers every host itself and dials none.
+    moved = {"url": "http://127.0.0.1:8000/"}
+
+    async def current(card: Any) -> Any:
+        return card_of(moved["url"])
+
+    transport = Recorded(ASGITransport(app(URL, card_modifier=current)))
+    directory = A2ADirectory(["http://localhost:8000"], transport=transport, max_age=0)
+    tool = CallPeer(directory, transport=transport)
+
+    # Named localhost by its user, 127.0.0.1 by its card (the SDK's samples do): one host.
+    assert (await tool.acall(peer="sdk-agent", prompt="hi")).response == "HI"
+    moved["url"] = "http://127.0.0.1:8001/"
+    with pytest.raises(InvalidEndpointError, match=r"another origin, 'http://127\.0\.0\.1:8001'"):
+        await tool.acall(peer="sdk-agent", prompt="hi")
+
+    assert [str(r.url) for r in transport.messages()] == ["http://127.0.0.1:8000/"]
+    await tool.aclose()
+    await directory.aclose()
