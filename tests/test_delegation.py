@@ -217,6 +217,30 @@ async def test_a_cycle_over_a2a_ends_by_itself_as_one_over_attach_does(mode: str
     assert elapsed < CYCLE_TIMEOUT + 0.5
 
 
+async def test_an_a2a_sdk_agent_whose_behaviour_asks_itself_ends_by_the_halving_too() -> None:
+    pytest.importorskip("a2a")
+    fleet = Fleet()
+    tool = fleet.call_peer(timeout=CYCLE_TIMEOUT)
+
+    async def ask_again(text: str) -> str:
+        return (await tool.acall(peer="echo", prompt=text)).response
+
+    fleet.add_a2a_peer("echo", ask_again)  # no turn: the SDK's own server runs it
+    started = time.monotonic()
+    try:
+        with pytest.raises(PeerTurnError):  # the innermost hop could not ask: each one fails
+            await fleet.call_peer(timeout=30).acall(peer="echo", prompt="again")
+        elapsed = time.monotonic() - started
+    finally:
+        await fleet.aclose()
+
+    assert 3 <= len(fleet.calls.records()) <= CYCLE_HOPS + 2  # all of it: hundreds
+    assert elapsed < CYCLE_TIMEOUT + 0.5
+    # One chain: each call under the one whose answer it was asked for.
+    depths = [len(prefix) // 4 for prefix, _ in fleet.calls.tree().walk()]
+    assert depths == list(range(len(fleet.calls.records())))
+
+
 async def test_a_tree_outlives_a_caller_that_gave_up_and_still_ends_by_its_own_timeout() -> None:
     # As on daemons, a caller that gives up does not stop the turn it asked for.
     fleet = Fleet()
