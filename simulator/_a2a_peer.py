@@ -10,12 +10,11 @@ like any attach peer.
 
 A behaviour is a function of the prompt: ``fn(text)`` returning the answer
 (sync or async), or an async generator of chunks (each an artifact update
-appended to the answer). One that asks other peers through a fleet tool it
-holds (``fleet.call_peer()``) has those calls recorded under its own in
+appended to the answer). An `AgentExecutor` of your own is taken as it is.
+Either that asks other peers through a fleet tool it holds
+(``fleet.call_peer()``) has those calls recorded under its own in
 ``fleet.calls``, with half the time its caller left it, as a daemon's turn
-has. An `AgentExecutor` of your own is taken as it is, and is not told which
-call it answers: calls it makes through a fleet tool are recorded as the
-calling turn's own in-process, and as roots over loopback sockets.
+has.
 """
 
 from __future__ import annotations
@@ -50,7 +49,7 @@ def _echo(text: str) -> str:
     return text
 
 
-def _executor(behavior: A2ABehavior, answering: Answering | None = None) -> Any:
+def _executor(behavior: A2ABehavior) -> Any:
     from a2a.helpers.proto_helpers import (
         new_task_from_user_message,
         new_text_message,
@@ -68,16 +67,8 @@ def _executor(behavior: A2ABehavior, answering: Answering | None = None) -> Any:
             await event_queue.enqueue_event(task)
             updater = TaskUpdater(event_queue, task.id, task.context_id)
             await updater.start_work()
-            # The behaviour's own calls (through a fleet tool it holds) hang under the call
-            # that sent the message, as a daemon's turn's do.
-            around = (
-                answering(context.message.message_id)
-                if answering is not None
-                else contextlib.nullcontext()
-            )
             try:
-                with around:
-                    await self._answer(behavior, context.get_user_input(), updater)
+                await self._answer(behavior, context.get_user_input(), updater)
             except Exception as exc:
                 await updater.failed(
                     new_text_message(f"{type(exc).__name__}: {exc}", role=Role.ROLE_AGENT)
@@ -113,6 +104,26 @@ def _executor(behavior: A2ABehavior, answering: Answering | None = None) -> Any:
             await updater.cancel()
 
     return _Behavior()
+
+
+def _answered(executor: Any, answering: Answering) -> Any:
+    """`executor`, each message's answer run inside `answering(message id)`.
+
+    So what it asks through a fleet tool it holds hangs under the call that sent the
+    message, with half the time that call left, as a daemon's turn's calls do.
+    """
+    from a2a.server.agent_execution import AgentExecutor
+
+    class _Answered(AgentExecutor):  # type: ignore[misc]
+        async def execute(self, context: Any, event_queue: Any) -> None:
+            sent = context.message.message_id if context.message is not None else ""
+            with answering(sent):
+                await executor.execute(context, event_queue)
+
+        async def cancel(self, context: Any, event_queue: Any) -> None:
+            await executor.cancel(context, event_queue)
+
+    return _Answered()
 
 
 def agent_card(name: str, url: str, description: str, streaming: bool) -> Any:
@@ -190,9 +201,7 @@ class A2APeer:
         # The spec requires a description (the SDK warns of a card without one).
         said = description or f"A simulated A2A agent named {name}"
         self.card = agent_card(name, url + "/", said, streaming)
-        self.executor = (
-            executor if executor is not None else _executor(behavior or _echo, answering)
-        )
+        self.executor = executor if executor is not None else _executor(behavior or _echo)
         # What its answers come from, as the roster names it.
         self.behavior: object = executor if executor is not None else (behavior or _echo)
         # Its loopback URL while the fleet is served: the card read there names it, so a
@@ -200,7 +209,8 @@ class A2APeer:
         # resolves it); the card read in-process keeps the in-process name, on the origin it
         # was read from (a caller refuses a card pointing at another origin).
         self.served_url: str | None = None
-        self._sdk_app = a2a_app(self.executor, self.card, self._served_card)
+        answered = self.executor if answering is None else _answered(self.executor, answering)
+        self._sdk_app = a2a_app(answered, self.card, self._served_card)
 
     async def app(self, scope: Any, receive: Any, send: Any) -> None:
         """The ASGI app serving both; notes the host each request was sent to, for the card."""

@@ -29,9 +29,9 @@ How each side holds it:
   `Turn.call_id` instead, the call of this process that sent the message (the
   tool noted it before sending, and the host handed the note to the session,
   see `_hops`), when that call is one of the fleet's tools'. An A2A SDK agent of
-  the fleet has no turn: its behaviour runs inside `answering`, which does the
-  same by the message's id, so a behaviour that asks a peer through a fleet
-  tool it holds makes a child of its own call.
+  the fleet has no turn: its executor runs inside `answering`, which does the
+  same by the message's id, so a behaviour (or an executor of the user's) that
+  asks a peer through a fleet tool it holds makes a child of its own call.
 
 Bounded: the log keeps its newest `max_records` calls and the session map as
 many; records of callers the fleet never saw take negative ids, so they never

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from coreagent_sdk import CallPeer
@@ -214,4 +216,33 @@ async def test_a_tree_across_attach_and_a2a_peers_has_each_sub_call_under_its_ca
         ("boss", "worker"),
         ("translator", "worker"),
     }
+    await fleet.aclose()
+
+
+async def test_an_a2a_executor_of_your_own_has_its_calls_under_the_call_it_answers() -> None:
+    pytest.importorskip("a2a")
+    from a2a.helpers.proto_helpers import new_task_from_user_message, new_text_part
+    from a2a.server.agent_execution import AgentExecutor
+    from a2a.server.tasks import TaskUpdater
+
+    fleet = Fleet()
+    fleet.add_peer("worker", behaviors.reply("ok"))
+    tool = fleet.call_peer(timeout=5)
+
+    class Asks(AgentExecutor):
+        async def execute(self, context: Any, event_queue: Any) -> None:
+            task = context.current_task or new_task_from_user_message(context.message)
+            await event_queue.enqueue_event(task)
+            updater = TaskUpdater(event_queue, task.id, task.context_id)
+            said = (await tool.acall(peer="worker", prompt="go")).response
+            await updater.add_artifact([new_text_part(said)], artifact_id="a", last_chunk=True)
+            await updater.complete()
+
+        async def cancel(self, context: Any, event_queue: Any) -> None:
+            await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+
+    own = Asks()
+    assert fleet.add_a2a_peer("asker", executor=own).executor is own  # kept as given
+    assert (await fleet.call_peer(timeout=10).acall(peer="asker", prompt="x")).response == "ok"
+    assert shape(fleet) == [("", "asker"), ("└── ", "worker")]
     await fleet.aclose()
