@@ -33,6 +33,15 @@ CANCEL_SECONDS = 1.0  # the documented bound of the cancel
 CHUNK = "x" * 1000
 
 
+async def working(context: Any, event_queue: Any) -> TaskUpdater:
+    """The message's task, made and set working: what every executor here starts with."""
+    task = context.current_task or new_task_from_user_message(context.message)
+    await event_queue.enqueue_event(task)
+    updater = TaskUpdater(event_queue, task.id, task.context_id)
+    await updater.start_work()
+    return updater
+
+
 class Endless(AgentExecutor):
     """Streams chunks of 1,000 bytes (at most 2,000 of them) until canceled; `cancel` as told."""
 
@@ -42,10 +51,7 @@ class Endless(AgentExecutor):
         self.canceled = asyncio.Event()
 
     async def execute(self, context: Any, event_queue: Any) -> None:
-        task = context.current_task or new_task_from_user_message(context.message)
-        await event_queue.enqueue_event(task)
-        updater = TaskUpdater(event_queue, task.id, task.context_id)
-        await updater.start_work()
+        updater = await working(context, event_queue)
         for n in range(self.chunks):
             await updater.add_artifact([new_text_part(CHUNK)], artifact_id="a", append=n > 0)
             await asyncio.sleep(0.005)
@@ -196,10 +202,7 @@ class Waits(AgentExecutor):
         self.canceled = asyncio.Event()
 
     async def execute(self, context: Any, event_queue: Any) -> None:
-        task = context.current_task or new_task_from_user_message(context.message)
-        await event_queue.enqueue_event(task)
-        updater = TaskUpdater(event_queue, task.id, task.context_id)
-        await updater.start_work()
+        updater = await working(context, event_queue)
         asked = updater.new_agent_message([new_text_part("which cluster?")])
         if self.state == "input-required":
             await updater.requires_input(asked)
