@@ -635,3 +635,83 @@ async def test_a_turn_knows_the_call_of_this_process_that_asked_for_it_over_a2a_
     for closing in (over_a2a, over_attach, cards):
         await closing.aclose()
     await served.aclose()
+
+
+class Proxy(httpx.AsyncBaseTransport):
+    """A reverse proxy at `proxy.test` in front of `host`, in process: it sends the upstream's
+    own Host, as nginx does unless told otherwise, and no forwarded headers. Dials nothing."""
+
+    def __init__(self, host: AgentHost) -> None:
+        self.upstream = ASGITransport(host.app)
+        self.hosts: list[str] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.hosts.append(request.url.host)
+        # TLS ends here: the upstream is asked over plain http, at its own address.
+        request.url = request.url.copy_with(scheme="http", host="127.0.0.1", port=8000)
+        request.headers["host"] = "127.0.0.1:8000"
+        return await self.upstream.handle_async_request(request)
+
+
+async def test_a_host_behind_a_proxy_names_its_external_url_on_its_card_so_callers_reach_it() -> (
+    None
+):
+    from coreagent_sdk import A2ADirectory, CallPeer
+    from coreagent_sdk.errors import InvalidEndpointError
+
+    outcomes = []
+    for external in (None, "https://proxy.test"):
+        host = AgentHost(
+            "agent",
+            behavior=chunks_then_answer,
+            a2a=True,
+            session_rate_limit=None,
+            external_url=external,
+        )
+        proxy = Proxy(host)
+        cards = A2ADirectory(["https://proxy.test"], transport=proxy)
+        tool = CallPeer(cards, transport=proxy, timeout=10)
+        try:
+            outcomes.append((await tool.acall(peer="agent", prompt="through")).response)
+        except InvalidEndpointError as exc:  # the card named the upstream's own address
+            outcomes.append(str(exc))
+        finally:
+            await tool.aclose()
+            await cards.aclose()
+            await host.aclose()
+        assert set(proxy.hosts) == {"proxy.test"}  # every request went to the proxy only
+
+    refused, answered = outcomes
+    assert "at another origin, 'http://127.0.0.1:8000'" in refused
+    assert answered == "Asking kubectl.\n\nAll nodes answer: through"
+
+
+async def test_the_external_url_is_the_url_of_both_cards_and_must_be_an_absolute_url() -> None:
+    daemon_card = AgentHost("agent", description="d", external_url="https://agents.example/")
+    a2a_card = AgentHost("agent", a2a=True, external_url="https://agents.example")
+    async with _http(daemon_card) as plain, _http(a2a_card) as full:
+        plain_card = (await plain.get("/.well-known/agent-card.json")).json()
+        full_card = (await full.get("/.well-known/agent-card.json")).json()
+    assert plain_card["url"] == "https://agents.example"
+    assert {i["url"] for i in full_card["supportedInterfaces"]} == {"https://agents.example"}
+    for host in (daemon_card, a2a_card):
+        await host.aclose()
+    with pytest.raises(ValueError, match="AgentHost external_url: URL '/agents' is refused"):
+        AgentHost("agent", external_url="/agents")
+
+
+def test_the_command_line_sets_the_external_url_of_one_agent_and_refuses_it_for_many(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from coreagent_sdk.host.__main__ import build, parser
+
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the command line puts its cwd first
+    flag = "--agent-card-external-url"
+    one = build(parser().parse_args(["tests.host_agents:echo", flag, "https://agents.example"]))
+    assert isinstance(one, AgentHost) and one.external_url == "https://agents.example"
+    with pytest.raises(SystemExit, match="serves each agent on its own port") as many:
+        build(parser().parse_args(["tests.host_agents:many", flag, "https://agents.example"]))
+    with pytest.raises(SystemExit) as bad:
+        build(parser().parse_args(["tests.host_agents:echo", flag, "ftp://s3cr3t-value"]))
+    assert "absolute http(s) URL" in str(bad.value) and "s3cr3t" not in str(bad.value)
+    assert "https://agents.example" not in str(many.value)

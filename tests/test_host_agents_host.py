@@ -523,6 +523,7 @@ def test_the_command_refuses_a_second_store_or_idle_timeout_for_a_multi_agent_ho
         attach_token_env=None,
         store_sync="normal",
         a2a=False,
+        agent_card_external_url=None,
     )
     assert command.build(args) is fresh
     assert fresh.store.path == str(tmp_path / "given.sqlite3")

@@ -18,7 +18,8 @@ The token itself is never an argument: a command line shows in `ps` and in
 shell history, so `--attach-token VALUE` is refused without repeating it.
 
 `--a2a` also answers the A2A JSON-RPC transport on the same port (the `a2a` extra):
-each agent's card then declares it; see docs/guides/a2a.md.
+each agent's card then declares it; see docs/guides/a2a.md. `--agent-card-external-url
+URL` makes the card name URL instead of the one it was fetched from (one agent only).
 
 `--store-sync full` makes every write to the store survive a power cut, not
 only a killed process (the default, `normal`); see the host guide.
@@ -34,6 +35,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .._http._endpoint import endpoint_problem
 from ..errors import CoreAgentError
 from ._agents_host import MultiAgentHost
 from ._attach_auth import read_attach_token
@@ -103,6 +105,12 @@ def build(args: argparse.Namespace) -> AgentHost | MultiAgentHost:
             target.host_options["attach_token_env"] = args.attach_token_env
         if args.a2a:
             target.host_options["a2a"] = True
+        if args.agent_card_external_url is not None:
+            raise SystemExit(
+                f"coreagent_sdk.host: {args.target!r} serves each agent on its own port, and "
+                "--agent-card-external-url names one URL; serve an agent that needs one on "
+                "its own (module:agent --agent-card-external-url URL)"
+            )
         return _joined(target, args)
     joined = {
         "register_to": args.register_to,
@@ -116,6 +124,8 @@ def build(args: argparse.Namespace) -> AgentHost | MultiAgentHost:
         configured["session_idle_timeout"] = args.session_idle_timeout
     if args.a2a:
         configured["a2a"] = True
+    if args.agent_card_external_url is not None:
+        configured["agent_card_external_url"] = args.agent_card_external_url
     if isinstance(target, AgentHost):
         given = [f"--{k.replace('_', '-')}" for k, v in configured.items() if v is not None]
         if given:
@@ -132,6 +142,12 @@ def build(args: argparse.Namespace) -> AgentHost | MultiAgentHost:
     if args.store_sync != "normal" and args.store is None:
         raise SystemExit(_NO_STORE)
     name = args.name or args.target.partition(":")[2]
+    external = args.agent_card_external_url
+    if external is not None and endpoint_problem(external) is not None:
+        raise SystemExit(  # the value is not repeated: command lines never repeat a refusal
+            "coreagent_sdk.host: --agent-card-external-url takes an absolute http(s) URL with "
+            "a host, such as https://agents.example.com"
+        )
     return AgentHost(
         name,
         behavior=target,
@@ -141,6 +157,7 @@ def build(args: argparse.Namespace) -> AgentHost | MultiAgentHost:
         session_idle_timeout=args.session_idle_timeout,
         attach_token_env=args.attach_token_env,
         a2a=args.a2a,
+        external_url=external,
         **joined,
     )
 
@@ -185,6 +202,12 @@ def parser() -> argparse.ArgumentParser:
         "--a2a",
         action="store_true",
         help="also answer the A2A JSON-RPC transport on the same port (the 'a2a' extra)",
+    )
+    parser.add_argument(
+        "--agent-card-external-url",
+        metavar="URL",
+        help="the URL the agent card names instead of the one it was fetched from (behind a "
+        "proxy that forwards neither Host nor X-Forwarded-Host)",
     )
     parser.add_argument("--register-to", help="join this hub (its http(s) URL)")
     parser.add_argument("--token-env", help="environment variable holding the host's token")

@@ -312,7 +312,8 @@ class A2AEndpoint:
         if request.method not in ("GET", "HEAD"):
             return json_card_response(request, {})
         return json_card_response(
-            request, agent_card_to_dict(agent_card(self.host, card_url(request)))
+            request,
+            agent_card_to_dict(agent_card(self.host, card_url(request, self.host.external_url))),
         )
 
     async def serve(self, request: Request) -> Response:

@@ -61,6 +61,7 @@ class A2AHost(Daemon, Protocol):
     """What A2A serving uses of its host (a Protocol: the host imports this module's users)."""
 
     description: str
+    external_url: str | None
     skills: dict[str, str]
     tokens: dict[str, Identity] | None
     _attach_token: str | None

@@ -8,7 +8,8 @@ skills of the host's agents (sorted by id, tagged `skill`), and the security
 (`attach_token_env`, a daemon's `--attach-token`), nothing for per-caller
 `tokens` (a daemon's card does not declare its users) or an open host. Its
 URL is the one the request was addressed to (X-Forwarded-Proto/-Host first,
-as the daemon reads them).
+as the daemon reads them), or the host's `external_url` (the daemon's
+`--agent-card-external-url`).
 """
 
 from __future__ import annotations
@@ -33,8 +34,13 @@ __all__ = [
 CARD_PROTOCOL_VERSION = "0.3.0"
 
 
-def card_url(request: Request) -> str:
-    """The URL the request was addressed to, as the daemon reads it (forwarded headers first)."""
+def card_url(request: Request, external_url: str | None = None) -> str:
+    """The URL the request was addressed to, as the daemon reads it (forwarded headers first).
+
+    `external_url`, when set, is the URL instead (`resolveCardURL`'s override).
+    """
+    if external_url:
+        return external_url
     scheme = request.headers.get("x-forwarded-proto") or request.url.scheme
     host = request.headers.get("x-forwarded-host") or request.headers.get("host", "")
     return f"{scheme}://{host}" if host else ""
@@ -48,13 +54,14 @@ def build_card(
     version: str,
     skills: Mapping[str, str],
     bearer: bool = False,
+    external_url: str | None = None,
 ) -> dict[str, Any]:
     """The card's JSON object, field for field as the daemon's `agentCardWire`."""
     card: dict[str, Any] = {
         "protocolVersion": CARD_PROTOCOL_VERSION,
         "name": name,
         "description": description,
-        "url": card_url(request),
+        "url": card_url(request, external_url),
         "version": version,
         "capabilities": {
             "streaming": True,

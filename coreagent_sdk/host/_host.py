@@ -159,6 +159,11 @@ class AgentHost:
         description: Turns on the A2A discovery card at `/.well-known/agent-card.json`
             (public, as a daemon serves it); "" serves no card.
         skills: The card's skills, name to description.
+        external_url: The URL the card names (its ``url``; with ``a2a``, its JSON-RPC
+            interface's) instead of the one it was fetched from: the daemon's
+            ``--agent-card-external-url``, for a host behind a proxy that forwards neither
+            ``Host`` nor ``X-Forwarded-Host`` (callers refuse a card naming another origin
+            than the one they read it from, unless they trust that host).
         register_to: The hub `serve()` joins (registers, heartbeats, deregisters).
         endpoint: The URL the hub gives callers (None: where `serve()` listens).
         labels: The labels the host registers with.
@@ -231,6 +236,7 @@ class AgentHost:
             is sent, or None.
         description: The agent card's description ("" serves no card).
         skills: The card's skills of this host's agent, name to description.
+        external_url: The URL the card names, or None (the URL it was fetched from).
         register_to: The hub `serve()` joins, or None.
         endpoint: The URL the hub gives callers (None: where `serve()` listens).
         labels: The labels the host registers with.
@@ -266,6 +272,7 @@ class AgentHost:
         refuse_foreign_reregistration: bool = False,
         description: str = "",
         skills: Mapping[str, str] | None = None,
+        external_url: str | None = None,
         register_to: str | None = None,
         endpoint: str | None = None,
         labels: Mapping[str, str] | None = None,
@@ -334,6 +341,9 @@ class AgentHost:
             description = f"Agent {name!r}, served by coreagent-sdk."
         self.description = description
         self.skills = dict(skills or {})
+        self.external_url = (
+            checked_base_url(external_url, "AgentHost external_url") if external_url else None
+        )
         # Joining a fleet (see _serve): the hub, where callers reach this host, and the
         # environment variable holding its token (read when used, never stored).
         self.register_to = checked_base_url(register_to, "AgentHost") if register_to else None
@@ -454,6 +464,7 @@ class AgentHost:
             version=__version__,
             skills=self.skills,
             bearer=self._attach_token is not None,
+            external_url=self.external_url,
         )
 
     # --- auth and checks --------------------------------------------------
