@@ -558,49 +558,71 @@ async def test_a_fleets_peer_added_with_a2a_answers_the_sdk_client_and_call_peer
     await fleet.aclose()
 
 
-def test_the_executors_frame_reader_reads_every_event_as_the_typed_wire_does() -> None:
-    """The executor reads its own host's `agent` frames without the typed decode: what it
-    reads of each (author, text, partial, tool parts, turn end) is what `AgentEvent` says."""
-    from coreagent_sdk._attach._wire import (
-        AgentEvent,
-        Content,
-        FunctionCall,
-        FunctionResponse,
-        Part,
-        decode_frame,
-    )
-    from coreagent_sdk.host._a2a_executor import _frame
-    from coreagent_sdk.host._gowire import go_json
-    from coreagent_sdk.host._store import agent_frame
+async def _drain(queue: asyncio.Queue[Any], done: Any) -> list[Any]:
+    """What a queue is handed until `done(item)` holds for one (each within 5 s)."""
+    items: list[Any] = []
+    while not items or not done(items[-1]):
+        items.append(await asyncio.wait_for(queue.get(), 5))
+    return items
 
-    parts = [
-        (Part(text="plain"),),
-        (Part(text="a"), Part(text="thinking", thought=True), Part(text="b")),
-        (Part(text="calls"), Part(function_call=FunctionCall("kubectl", {"get": "x"}))),
-        (Part(function_response=FunctionResponse("kubectl", {"ok": True})),),
-        (Part(text=""), Part(thought=False, text="é\u2028")),
-        (),
+
+def _kind(frame: bytes) -> str:
+    return frame.partition(b"\n")[0][7:].decode()
+
+
+def _ends(item: Any) -> bool:
+    return isinstance(item, bytes) and _kind(item) == "turn-complete"
+
+
+async def test_a_tap_is_handed_what_an_event_stream_of_the_same_turn_is_sent() -> None:
+    """The executor's tap gets each `agent` event as the object its stream frame encodes, in
+    the stream's order, with the turn's end, and none of the status, inbox or usage frames."""
+    from coreagent_sdk._attach._wire import AgentEvent, TurnComplete, decode_frame
+    from coreagent_sdk.host._session_handlers import open_session
+
+    host = AgentHost("prod-1", behavior=chunks_then_answer, description="Answers.", a2a=True)
+    session = await open_session(host, "")
+    stream = session.subscribe()  # an event stream's subscriber: every frame, as bytes
+    tap = session.tap()
+    session.enqueue("from both")
+    sent = await _drain(stream.queue, lambda f: _kind(f) == "usage-update")
+    tapped = await _drain(tap.queue, _ends)
+    assert {_kind(f) for f in sent} >= {"inbox", "status-update", "usage-update"}
+    wanted = [f for f in sent if _kind(f) in ("agent", "turn-complete", "turn-error")]
+    assert len(tapped) == len(wanted) == 7  # the prompt, 3 chunks, the narration, answer, end
+    for item, frame in zip(tapped, wanted, strict=True):
+        _, _, rest = frame.partition(b"\n")
+        decoded = decode_frame(_kind(frame), rest[6:].rstrip(b"\n").decode())
+        if isinstance(item, AgentEvent):
+            assert decoded.event == item  # type: ignore[union-attr]
+        else:
+            assert item == frame and isinstance(decoded, TurnComplete)
+    session.unsubscribe(stream)
+    session.unsubscribe(tap)
+    await host.aclose()
+
+
+async def test_a_turn_only_a_tap_reads_is_whole_and_a_stream_reads_it_back_later() -> None:
+    """With no event stream subscribed, the tap still gets the whole turn (the frames only a
+    stream reads are not made), and every event of it is in the store for a later replay."""
+    from coreagent_sdk._attach._wire import AgentEvent
+    from coreagent_sdk.host._session_handlers import open_session
+
+    host = AgentHost("prod-1", behavior=chunks_then_answer, description="Answers.", a2a=True)
+    session = await open_session(host, "")
+    tap = session.tap()
+    session.enqueue("tap only")
+    items = await _drain(tap.queue, _ends)
+    events = [i for i in items if isinstance(i, AgentEvent)]
+    assert len(events) == len(items) - 1 == 6
+    assert [e.text for e in events if not e.partial][-1] == "All nodes answer: tap only"
+    session.unsubscribe(tap)
+    _, stored = await host.store.page(session.session_id, 0, session.seq, True)
+    assert [frame.count(b"event: agent\n") for _, frame in stored] == [1] * len(events)
+    assert [json.loads(f.partition(b"data: ")[2])["event"]["ID"] for _, f in stored] == [
+        e.id for e in events
     ]
-    events = [AgentEvent(author="agent", content=None, turn_complete=True)]
-    for i, p in enumerate(parts):
-        for partial in (False, True):
-            events.append(
-                AgentEvent(
-                    author=("agent", "user", "")[i % 3],
-                    content=Content(role="model", parts=p),
-                    partial=partial,
-                    turn_complete=i == 2,
-                )
-            )
-    for event in events:
-        raw = agent_frame(7, go_json(event.to_dict()).encode())
-        read = _frame(raw)
-        _, _, rest = raw.partition(b"\n")
-        typed = decode_frame("agent", rest[6:].decode()).event  # type: ignore[union-attr]
-        assert typed == event
-        got = (read.author, read.text, read.partial, read.has_function, read.turn_complete)
-        want = (event.author, event.text, event.partial, event.has_function, event.turn_complete)
-        assert got == want, event
+    await host.aclose()
 
 
 async def test_a_turn_knows_the_call_of_this_process_that_asked_for_it_over_a2a_or_attach() -> None:

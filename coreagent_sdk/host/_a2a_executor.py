@@ -7,8 +7,10 @@ same turn, in A2A's shapes, and nothing more. How each rule holds it:
   (the same rate limit per caller, 501's multi-session rule, the row written before
   anything runs), subscribes to it in-process, and only then queues the text: the
   order `call_peer` keeps ("subscribe before inject"), so no frame of the turn is missed.
-- What the task says is read from the frames the host writes to an event stream, each
-  sent once its event is in the store: nothing is told over A2A that is not written.
+- What the task says is read from what the host sends an event stream, each item handed
+  over once its event is in the store: nothing is told over A2A that is not written. The
+  executor reads through a tap (`_Session.tap`): the same items in the same order, its
+  `agent` events as objects rather than JSON to parse again.
 - The answer is collected by `call_peer`'s rule (protocol.md, "What a delegation
   reads"): non-partial model text, joined by a blank line, trimmed; the task completes
   where a `call_peer` stops reading. Streaming chunks are appended to the artifact
@@ -29,17 +31,15 @@ same turn, in A2A's shapes, and nothing more. How each rule holds it:
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import TYPE_CHECKING, Any, Protocol
 
-import attrs
 from a2a.helpers.proto_helpers import new_task_from_user_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import TaskState
 
-from .._attach._wire import TurnComplete, TurnError, decode_frame
+from .._attach._wire import AgentEvent, TurnComplete, TurnError, decode_frame
 from .._peer import _hops as delegation
 from .._peer._results import ANSWER_SEPARATOR as _SEPARATOR
 from ._daemon import Daemon
@@ -67,51 +67,15 @@ class A2AHost(Daemon, Protocol):
     _attach_token: str | None
 
 
-_READ = frozenset({b"agent", b"turn-complete", b"turn-error"})  # what call_peer reads too
-
-
-@attrs.frozen
-class _Told:
-    """What a task is told of one `agent` frame: `AgentEvent`'s fields and properties."""
-
-    author: str
-    text: str  # AgentEvent.text: the text parts joined, thoughts left out
-    partial: bool
-    has_function: bool
-    turn_complete: bool
-
-
-def _told(payload: dict[str, Any]) -> _Told:
-    """The fields of an `agent` frame's event that a task reads, straight from its JSON.
-
-    The frames are this host's own, written by `AgentEvent.to_dict` a moment ago: the
-    typed `AgentEvent.from_dict` (a client's guard against a hostile daemon) cost a task
-    most of its frame reading, for fields it never reads. The spelling is to_dict's.
-    """
-    event = payload["event"]
-    content = event.get("Content") or {}
-    parts = content.get("parts") or ()
-    return _Told(
-        author=event.get("Author") or "",
-        text="".join(p["text"] for p in parts if p.get("text") and not p.get("thought")),
-        partial=bool(event.get("Partial")),
-        has_function=any("functionCall" in p or "functionResponse" in p for p in parts),
-        turn_complete=bool(event.get("TurnComplete")),
-    )
-
-
-def _frame(raw: bytes) -> Any:
-    """The frame's value if it is one a task is told of, else None (not decoded)."""
-    # Every item a session queues to a subscriber is one frame as `encode_sse` (or the
-    # store's `agent_frame`) wrote it: `event: X\ndata: {json}\n\n`; the status, inbox and
-    # usage frames are left undecoded.
-    head, _, rest = raw.partition(b"\n")
-    kind = head[7:]
-    if kind == b"agent":
-        return _told(json.loads(rest[6:]))
-    if kind not in _READ:
-        return None
-    return decode_frame(kind.decode(), rest[6:].rstrip(b"\n").decode())
+def _frame(item: AgentEvent | bytes) -> AgentEvent | TurnComplete | TurnError | None:
+    """What a tap handed over: an `agent` event as it is, a turn-complete or turn-error frame
+    decoded (`decode_frame`, the typed reading every client of the wire uses)."""
+    if isinstance(item, AgentEvent):
+        return item
+    # Every frame a session queues is one as `encode_sse` wrote it: `event: X\ndata: {json}\n\n`.
+    head, _, rest = item.partition(b"\n")
+    frame = decode_frame(head[7:].decode(), rest[6:].rstrip(b"\n").decode())
+    return frame if isinstance(frame, TurnComplete | TurnError) else None
 
 
 class TurnExecutor(AgentExecutor):
@@ -148,7 +112,7 @@ class TurnExecutor(AgentExecutor):
         # A CallPeer of this process that sent the message noted it: its deadline and its
         # call reach the turn as a session's do over attach (_hops).
         delegation.hand_on(message.message_id, session.session_id)
-        subscriber = session.subscribe()  # before the message is queued, as call_peer
+        subscriber = session.tap()  # before the message is queued, as call_peer
         try:
             await updater.update_status(
                 TaskState.TASK_STATE_WORKING, metadata={"session_id": session.session_id}
@@ -195,7 +159,7 @@ class TurnExecutor(AgentExecutor):
         return None
 
     async def _follow(
-        self, updater: TaskUpdater, queue: asyncio.Queue[bytes | None], sid: str
+        self, updater: TaskUpdater, queue: asyncio.Queue[AgentEvent | bytes | None], sid: str
     ) -> None:
         """Turn the session's frames into task events until the turn's answer is whole."""
         pieces: list[str] = []
@@ -214,7 +178,7 @@ class TurnExecutor(AgentExecutor):
                 )
                 return
             frame = _frame(raw)
-            if isinstance(frame, _Told):
+            if isinstance(frame, AgentEvent):
                 event = frame
                 if event.author in ("", "user"):  # the echoed prompt, tool results
                     continue

@@ -56,6 +56,10 @@ turn, while a host's writer waits for the turn to yield, so a turn that
 publishes a burst without yielding must not cut a reader that is keeping up.
 """
 _CLOSE = None  # queued to a subscriber: end its stream
+# What a tap (an in-process reader of turns, `_Tap`) reads; frames of other kinds are
+# encoded only while an event stream is subscribed, since nothing else would read them.
+_TAPPED = frozenset({"agent", "turn-complete", "turn-error"})
+_UNTAPPED = ""  # the kind a turn's opening frames (inbox, status) are fanned out as
 TURN_ERROR_MESSAGE_LIMIT = 500  # characters of a raising behaviour's repr a turn-error quotes
 
 
@@ -66,9 +70,10 @@ class EventNotStored(Exception):
 class _Unsent:
     """An event handed to the store: its place among the session's frames until its commit."""
 
-    __slots__ = ("before", "frame", "settled")
+    __slots__ = ("before", "event", "frame", "settled")
 
-    def __init__(self, before: tuple[bytes, ...]) -> None:
+    def __init__(self, event: AgentEvent, before: tuple[bytes, ...]) -> None:
+        self.event = event  # what a tap is handed once it is committed
         self.before = before  # frames published with it, sent just ahead of it
         self.frame: bytes | None = None  # its frame, once committed (None: not stored)
         self.settled = False
@@ -93,6 +98,24 @@ class _Subscriber:
             self.blocked = False
 
 
+class _Tap:
+    """An in-process reader of a session's turns (the host's own A2A executor).
+
+    It is handed what it reads of a turn (`_TAPPED`) as the stream would send it, once
+    committed and in the same order, but each `agent` frame as its `AgentEvent`: the
+    frame's JSON, written a moment ago from that event, need not be read back. A session
+    whose only readers are taps encodes none of the frames they do not read (status,
+    inbox, usage). Its reader takes each item as it comes, so nothing bounds its queue
+    but the turn (as an event stream whose writer is keeping up).
+    """
+
+    __slots__ = ("queue",)
+    blocked = False  # never waits for a client
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[AgentEvent | bytes | None] = asyncio.Queue()
+
+
 class _Session:
     def __init__(self, daemon: SessionHost, app: str, session_id: str, user: str) -> None:
         self.daemon = daemon
@@ -105,7 +128,7 @@ class _Session:
         self.seq = 0
         self.viewers: tuple[str, ...] = ()  # the ACL a creator may stamp (createSession)
         self.contributors: tuple[str, ...] = ()
-        self.subscribers: set[_Subscriber] = set()
+        self.subscribers: set[_Subscriber | _Tap] = set()
         self.inject_spans: dict[str, Any] = {}  # queued entry id -> its inject's span context
         self.inbox: list[tuple[str, str]] = []
         # Events handed to the store and not yet committed; the frames waiting to leave, in
@@ -115,7 +138,7 @@ class _Session:
         # holds the event's frame: a session idle until the sweep must not keep its last,
         # 200 KB answer); the write failure that ended this turn.
         self.unsent = 0
-        self._outbox: list[bytes | _Unsent] = []
+        self._outbox: list[tuple[str, bytes] | _Unsent] = []  # (kind, frame) or an event
         self._last_write: asyncio.Future[tuple[int, bytes]] | None = None
         self._write_failed: EventNotStored | None = None
         self.worker: asyncio.Task[None] | None = None
@@ -130,9 +153,15 @@ class _Session:
     def touch(self) -> None:
         self.last_touched = self.daemon.clock.now()
 
-    def _fanout(self, frame: bytes) -> None:
+    def _fanout(self, frame: bytes, kind: str, event: AgentEvent | None = None) -> None:
         self.touch()
         for subscriber in list(self.subscribers):
+            if isinstance(subscriber, _Tap):
+                if event is not None:
+                    subscriber.queue.put_nowait(event)
+                elif kind in _TAPPED:
+                    subscriber.queue.put_nowait(frame)
+                continue
             queue = subscriber.queue
             if subscriber.blocked and queue.qsize() >= SUBSCRIBER_QUEUE_LIMIT:
                 # broadcaster.send: a full channel drops the subscriber and this frame;
@@ -155,15 +184,35 @@ class _Session:
         SUBSCRIBER_QUEUE_LIMIT and cut it. A client that stopped reading is still dropped
         at the limit; only the turn's writes share fewer commits meanwhile.
         """
-        return any(subscriber.blocked for subscriber in self.subscribers)
+        # A loop, not any(): asked once per event of every turn, and a generator apiece is
+        # garbage the collector's young passes then walk.
+        for subscriber in self.subscribers:  # noqa: SIM110
+            if subscriber.blocked:
+                return True
+        return False
+
+    def streamed(self) -> bool:
+        """Whether an event stream is subscribed (it reads every kind of frame)."""
+        return any(not isinstance(subscriber, _Tap) for subscriber in self.subscribers)
+
+    def reads(self, kind: str) -> bool:
+        """Whether any subscriber reads frames of `kind` now (else nobody would see one)."""
+        if kind in _TAPPED:
+            return bool(self.subscribers)
+        return self.streamed()
 
     def publish(self, event: str, payload: dict[str, Any]) -> None:
+        if not self.reads(event):
+            # Nobody to send it to: as on the daemon's broadcaster, a frame published with
+            # no subscriber is seen by none, so it is not encoded; the session was used.
+            self.touch()
+            return
         frame = encode_sse(event, payload)
         if self._outbox:
             self.touch()
-            self._outbox.append(frame)
+            self._outbox.append((event, frame))
         else:
-            self._fanout(frame)
+            self._fanout(frame, event)
 
     def log_event(
         self, event: AgentEvent, before: tuple[bytes, ...] = ()
@@ -180,7 +229,7 @@ class _Session:
         if self._write_failed is not None:
             raise self._write_failed
         payload = utf8(go_json(event.to_dict()))  # a lone surrogate is U+FFFD
-        unsent = _Unsent(before)
+        unsent = _Unsent(event, before)
         self._outbox.append(unsent)
         self.unsent += 1
         written = self.daemon.store.append(
@@ -224,15 +273,15 @@ class _Session:
         outbox = self._outbox
         sent = 0
         for head in outbox:
-            if isinstance(head, bytes):
-                self._fanout(head)
+            if isinstance(head, tuple):
+                self._fanout(head[1], head[0])
             elif not head.settled:  # commits settle in order: the later ones wait for it
                 break
             else:
                 for frame in head.before:
-                    self._fanout(frame)
+                    self._fanout(frame, _UNTAPPED)
                 if head.frame is not None:
-                    self._fanout(head.frame)
+                    self._fanout(head.frame, "agent", head.event)
             sent += 1
         del outbox[:sent]  # a list (small: a turn yields every 64 events), not a deque
 
@@ -244,7 +293,13 @@ class _Session:
         self.subscribers.add(subscriber)
         return subscriber
 
-    def unsubscribe(self, subscriber: _Subscriber) -> None:
+    def tap(self) -> _Tap:
+        """Read this session's turns in process (see `_Tap`); `unsubscribe` it when done."""
+        tap = _Tap()
+        self.subscribers.add(tap)
+        return tap
+
+    def unsubscribe(self, subscriber: _Subscriber | _Tap) -> None:
         self.subscribers.discard(subscriber)
 
     def drop_streams(self) -> None:
@@ -257,9 +312,13 @@ class _Session:
     def enqueue(self, message: str, wake: bool = True) -> str:
         """Queue `message`; with `wake`, start draining the inbox. Returns the entry's id."""
         prompt_id = str(uuid.uuid4())
-        self.publish(
-            "inbox", {"state": "queued", "prompt_id": prompt_id, "queued_at": rfc3339(time.time())}
-        )
+        if self.streamed():
+            self.publish(
+                "inbox",
+                {"state": "queued", "prompt_id": prompt_id, "queued_at": rfc3339(time.time())},
+            )
+        else:
+            self.touch()
         self.inbox.append((prompt_id, message))
         if len(self.inbox) > INBOX_CAP:
             # As the daemon's inbox.push: drop the oldest, whether it was queued to wake or
@@ -318,8 +377,12 @@ class _Session:
         # (a frame apiece cost each reader a wake-up and a parse, most of what a call's
         # commit cost it), once that event's write is settled.
         opening = (
-            *(encode_sse("inbox", {"state": "dequeued", "prompt_id": e}) for e, _ in drained),
-            encode_sse("status-update", {"model": model, "turn_state": "streaming"}),
+            (
+                *(encode_sse("inbox", {"state": "dequeued", "prompt_id": e}) for e, _ in drained),
+                encode_sse("status-update", {"model": model, "turn_state": "streaming"}),
+            )
+            if self.streamed()
+            else ()  # no event stream to read them (see publish)
         )
         invocation = f"inv-{secrets.token_hex(4)}"
         try:
@@ -353,7 +416,7 @@ class _Session:
             last_turn = await self._run(turn, framed, started, injects)
         finally:
             self.publish("status-update", {"turn_state": "idle"})
-        if last_turn is not None:
+        if last_turn is not None and self.reads("usage-update"):
             # After idle, as the daemon's tracker reports the finished turn (protocol.md).
             self.publish("usage-update", {**self.usage(), "last_turn": last_turn})
 
