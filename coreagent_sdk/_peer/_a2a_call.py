@@ -365,32 +365,31 @@ def _turn_error(
     kind = meta.get("kind")
     kind = kind if isinstance(kind, str) and kind in TURN_ERROR_KINDS else None
     retryable = meta.get("retryable") is True
+    fix = ""
     if state == "TASK_STATE_CANCELED":
         kind, what = "canceled", "canceled the task"
     elif state == "TASK_STATE_REJECTED":
         what = "rejected the task"
-    elif state in _WAITING:
+    elif state == "TASK_STATE_INPUT_REQUIRED":
         what = (
             "left the task input-required: it asked for more input, which a call cannot "
             "give (one message per call)"
-            if state == "TASK_STATE_INPUT_REQUIRED"
-            else "left the task auth-required: it asked to be authorized, which a call "
-            "cannot do (one message per call)"
         )
-        if state == "TASK_STATE_AUTH_REQUIRED":
-            kind = kind or "auth_error"
-    else:
-        what = "failed the task"
-    fix = ""
-    if state in _WAITING:
+        fix = "; make the prompt self-contained"
+    elif state == "TASK_STATE_AUTH_REQUIRED":
+        kind = kind or "auth_error"
+        what = (
+            "left the task auth-required: it asked to be authorized, which a call cannot do "
+            "(one message per call)"
+        )
         fix = (
-            "; make the prompt self-contained"
-            if state == "TASK_STATE_INPUT_REQUIRED"
-            else "; authorize this caller with the agent beforehand (a token it accepts, "
+            "; authorize this caller with the agent beforehand (a token it accepts, "
             f"{'$' + tool.token_env if tool.token_env else 'token_env='})"
         )
-        if canceling:
-            fix += "; the call cancels the task on the agent (best effort): nobody will answer it"
+    else:
+        what = "failed the task"
+    if canceling and state in _WAITING:
+        fix += "; the call cancels the task on the agent (best effort): nobody will answer it"
     return PeerTurnError(
         f"{tool.name}: peer {_q(call.peer)} {what} ({kind or 'unknown'}"
         f"{', retryable' if retryable else ''}): {_said(said) or 'no message'}{fix} "
