@@ -1,20 +1,22 @@
-"""What a delegation costs as the fleet grows: 10 to 10,000 registered peers, one process.
+"""What a delegation costs as the fleet grows: 10 to 10,000 registered peers.
 
 Every table is measured in this run and printed as ratios against a baseline
 from the same run:
 
 1. In-process delegations/s, 50 calls in flight, echo peers, each call to a
-   peer chosen at random (seeded: the same sequence for every size, as
-   `bench/sim_inproc.py` chooses them; round-robin met each peer's state in the
-   order it was made and hid what a large roster costs): with the fleet's default directory
-   (`fleet.call_peer()`, which resolves names in the hub's registry) and with
-   `HubDirectory` over the in-process transport (`GET /peers` per lookup,
-   shared by the calls in flight), and `HubDirectory(max_age=1)` (lookups
-   from a roster at most 1 s old, refreshed in the background). Baseline: the
-   10-peer rate of the same directory. Sizes are interleaved round by round, so drift on a shared
-   machine hits every size alike; the best round of each is reported. The fleets are frozen
-   out of the collector's full passes (gc.freeze) once built. Then the process time of one
-   `GET /peers` refresh (hub listing plus decoding) with 3% of the leases renewed.
+   peer chosen at random, measured by `bench/sim_inproc.py`'s own workers, so
+   the two benches measure the same thing the same way: one process per size
+   and directory, built, warmed for 0.5 s and frozen out of the collector's
+   passes, then short windows taking turns (``--rounds`` of ``--seconds``), one
+   seeded sequence of peers per fleet that runs on from window to window. With
+   the fleet's default directory (`fleet.call_peer()`, which resolves names in
+   the hub's registry), `HubDirectory` over the in-process transport (`GET
+   /peers` per lookup, shared by the calls in flight) and `HubDirectory(max_age=1)`
+   (lookups from a roster at most 1 s old, refreshed in the background).
+   Baseline: the 10-peer windows of the same directory, paired round by round
+   (the median of the rounds' ratios, of the rate and of the CPU per
+   delegation). Then the process time of one `GET /peers` refresh (hub listing
+   plus decoding) with 3% of the leases renewed.
 2. A 10,000-peer fleet idling (leases of `--idle-ttl` s, renewed lazily):
    CPU time over `--idle` s of wall time, memory per peer (tracemalloc), and
    a call to every peer afterwards.
@@ -23,7 +25,7 @@ from the same run:
 4. 10,000 delegations in one fleet: memory per call (tracemalloc) over the
    first and the last thousand.
 
-    python bench/fleet_scale.py [--rounds 3] [--seconds 1.5] [--idle 30] [--quick]
+    python bench/fleet_scale.py [--rounds 5] [--seconds 1.5] [--idle 30] [--quick]
 
 Every loop is bounded by a count and a time; nothing leaves 127.0.0.1.
 """
@@ -35,6 +37,7 @@ import asyncio
 import gc
 import itertools
 import random
+import statistics
 import time
 import tracemalloc
 from collections import Counter
@@ -105,44 +108,53 @@ def failure_kind(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text.split(':', 2)[-1].strip()[:120]}"
 
 
-async def in_process(sizes: list[int], rounds: int, seconds: float) -> None:
+def in_process(sizes: list[int], rounds: int, seconds: float) -> None:
+    """Table 1, measured by `bench/sim_inproc.py`'s own workers (one process per size and
+    directory, short windows taking turns, paired ratios): the two benches measure the
+    same thing the same way, by construction."""
+    from pathlib import Path
+
+    import sim_inproc
+
     print(f"1. in-process, {IN_FLIGHT} calls in flight, echo peers, each call to a random peer")
-    fleets = {size: build(size) for size in sizes}
-    tools: dict[tuple[str, int], CallPeer] = {}
-    for size, fleet in fleets.items():
-        tools["fleet directory", size] = fleet.call_peer(timeout=60)
-        tools["HubDirectory", size] = fleet.call_peer(timeout=60, directory=fleet.directory())
-        aged = HubDirectory(fleet.hub_url, transport=fleet.transport, max_age=1)
-        tools["max_age=1", size] = fleet.call_peer(timeout=60, directory=aged)
-    # The fleets' millions of objects are built once and live through every round: frozen,
-    # the collector's full passes stop rescanning them (one took up to 4 s under load and
-    # landed in whichever round was running). Every directory and size gains alike.
-    gc.collect()
-    gc.freeze()
-    best: dict[tuple[str, int], float] = {}
-    errors = 0
-    for key, tool in tools.items():  # warm-up
-        await rate(tool, key[1], 0.2, IN_FLIGHT, at_random=True)
-    for _ in range(rounds):
-        for key, tool in tools.items():
-            got, failed = await rate(tool, key[1], seconds, IN_FLIGHT, at_random=True)
-            best[key] = max(best.get(key, 0.0), got)
-            errors += failed
-    print(f"   best of {rounds} rounds of {seconds:g} s each; errors: {errors}")
-    print(f"   {'directory':<16} {'peers':>7} {'delegations/s':>14} {'vs 10 peers':>12}")
-    for kind in ("fleet directory", "HubDirectory", "max_age=1"):
-        base = best[kind, sizes[0]]
+    here = Path(__file__).resolve().parent.parent
+    python = sim_inproc._python_of(here)
+    kinds = {"fleet": "fleet directory", "hub": "HubDirectory", "aged": "max_age=1"}
+    workers = {
+        (kind, size): sim_inproc.Worker(here, python, size, kind)
+        for kind in kinds
+        for size in sizes
+    }
+    try:
+        for worker in workers.values():
+            worker.ready()  # one build at a time
+        runs = sim_inproc.interleave(workers, rounds, seconds, show=False)
+    finally:
+        for worker in workers.values():
+            worker.close()
+    print(f"   {rounds} rounds of {seconds:g} s windows taking turns (bench/sim_inproc.py)")
+    print(
+        f"   {'directory':<16} {'peers':>7} {'best/s':>8} {'median CPU ms':>14} "
+        f"{'vs 10 peers: paired':>20} {'(CPU)':>6}"
+    )
+    for kind, name in kinds.items():
         for size in sizes:
-            got = best[kind, size]
-            print(f"   {kind:<16} {size:>7,} {got:>14.0f} {got / base:>12.2f}")
+            got = runs[kind, size]
+            ratio = sim_inproc.paired(runs, (kind, size), (kind, sizes[0]))
+            cpu = statistics.median(g["cpu_ms"] for g in got)
+            print(
+                f"   {name:<16} {size:>7,} {max(g['rate'] for g in got):>8.0f} {cpu:>14.3f} "
+                f"{ratio['paired']:>20.2f} {ratio['paired_cpu']:>6.2f}"
+            )
+
+
+async def refresh_table(sizes: list[int]) -> None:
     print("   CPU of one HubDirectory GET /peers (hub listing + decoding), 3% of leases renewed:")
-    for size, fleet in fleets.items():
+    gc.collect()
+    for size in sizes:
+        fleet = build(size)
         print(f"   {size:>7,} peers: {1000 * await refresh_cpu(fleet, size):.1f} ms")
-    for tool in tools.values():
-        await tool.aclose()
-    for fleet in fleets.values():
         await fleet.aclose()
-    gc.unfreeze()
 
 
 async def refresh_cpu(fleet: Fleet, size: int, repeat: int = 5) -> float:
@@ -256,20 +268,24 @@ async def memory_per_call(total: int, window: int) -> None:
 
 async def main(args: argparse.Namespace) -> None:
     sizes = [10, 100, 1_000] if args.quick else [10, 100, 1_000, 10_000]
-    steps: list[Callable[[], Awaitable[None]]] = [
-        lambda: in_process(sizes, args.rounds, args.seconds),
-        lambda: idle(sizes[-1], args.idle, args.idle_ttl),
-        lambda: loopback([1, 10, 200] if args.quick else [1, 10, 200, 1_000], 10, args.seconds),
-        lambda: memory_per_call(10_000 if not args.quick else 2_000, 1_000),
+    steps: list[list[Callable[[], Awaitable[None]]]] = [
+        [
+            lambda: asyncio.to_thread(in_process, sizes, args.rounds, args.seconds),
+            lambda: refresh_table(sizes),
+        ],
+        [lambda: idle(sizes[-1], args.idle, args.idle_ttl)],
+        [lambda: loopback([1, 10, 200] if args.quick else [1, 10, 200, 1_000], 10, args.seconds)],
+        [lambda: memory_per_call(10_000 if not args.quick else 2_000, 1_000)],
     ]
-    for number, step in enumerate(steps, 1):
+    for number, table in enumerate(steps, 1):
         if args.only in (None, number):
-            await step()
+            for step in table:
+                await step()
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=1.5)
     parser.add_argument("--idle", type=float, default=30.0)
     parser.add_argument("--idle-ttl", type=float, default=3.0)

@@ -13,23 +13,35 @@ One command for the simulator's in-process figures, all measured in this run:
   the hub's HTTP roster in process, refreshed in the background): the same
   ratios, so one run gives every figure of the random-peers goal.
 
-What is measured, here and in ``bench/fleet_scale.py`` table 1 alike: echo
-peers, 50 calls in flight, each call to a peer chosen at random (seeded, the
-same sequence for every size), so a large fleet's calls go to peers it has not
+What is measured, here and in ``bench/fleet_scale.py`` table 1 alike (it runs
+these same workers): echo peers, 50 calls in flight, each call to a peer chosen
+at random (seeded, one sequence per fleet that runs on from window to window,
+the same for every size), so a large fleet's calls go to peers it has not
 called yet or not lately, as a real caller's do; round-robin over the roster
-hid that (it met each peer's state in the order it was made). Each measurement
-is a fresh process (`python bench/sim_inproc.py --one SIZE SECONDS`, run with
-the checkout's own interpreter and with the checkout as its working
-directory, so it imports that checkout's code): it builds the fleet, warms up
-for half a second, freezes the fleet out of the collector's full passes and
-runs for SECONDS, printing delegations/s and process CPU ms per delegation.
-Checkouts and sizes alternate round by round, so drift on a shared machine hits
-every one alike; best and median of the rounds are printed, with the load
-average before and after. On a loaded machine the rates move with the other
-processes' demand; the CPU per delegation moves far less.
+hid that (it met each peer's state in the order it was made).
 
-    python bench/sim_inproc.py [--baseline /tmp/sim-46adac7] [--rounds 3] \\
-        [--seconds 4] [--sizes 10 10000 100000] [--aged-sizes 10 10000]
+How it is measured (changed in round six, for steadiness; what is measured is
+as before): every configuration (checkout, size, directory) is a **worker
+process of its own** that stays up for the whole run (`python
+bench/sim_inproc.py --serve SIZE KIND`, run with the checkout's own interpreter
+and with the checkout as its working directory, so it imports that checkout's
+code). It builds its fleet, warms up for half a second, freezes the fleet out
+of the collector's passes (gc.collect(); gc.freeze()) and then waits, idle,
+for the next window. The workers take turns: many short windows (``--rounds``
+of ``--seconds`` each, 15 of 1 s by default), one worker running at a time,
+the order rotated every round. Each window reports delegations/s, the worker's
+own CPU ms per delegation, and the collector's ms per delegation. The ratios
+are **paired**: each round's N-peer window against the 10-peer window of the
+same round and directory, the median over the rounds printed beside the best
+and the ratio of the least CPU. Before this, each configuration was a fresh
+process of 3 to 4 s and a run held three of them: on this 2-core VM the same
+10-peer configuration gave 1.28, 0.93 and 0.81 CPU ms per delegation in three
+rounds of one run, a noise as large as the 10% the goal is about; short
+interleaved windows put every size under the same drift, and fifteen pairs
+give a median that moves by a few percent between runs.
+
+    python bench/sim_inproc.py [--baseline /tmp/sim-46adac7] [--rounds 15] \\
+        [--seconds 1] [--sizes 10 10000 100000] [--aged-sizes 10 10000]
 
 Every loop is bounded by a count and a time; nothing leaves the process (the
 fleet's in-process transport).
@@ -43,40 +55,65 @@ import gc
 import json
 import os
 import random
+import select
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO, Any
 
 IN_FLIGHT = 50
 PROMPT = "ping"
 SEED = 38  # the peers' order: the same for every size and checkout
-MAX_CALLS = 1_000_000  # a bound on one run, whatever the time says
-RUN_TIMEOUT = 900.0  # seconds one measuring process may take, building included
+MAX_CALLS = 1_000_000  # a bound on one window, whatever the time says
+BUILD_TIMEOUT = 600.0  # seconds a worker may take to build and warm its fleet
+WINDOW_TIMEOUT = 120.0  # seconds past its length one window may take
+WARM_UP = 0.5  # seconds of calls before the fleet is frozen
+KINDS = {
+    "fleet": "the fleet's directory (fleet.call_peer())",
+    "hub": "HubDirectory (GET /peers per lookup)",
+    "aged": "HubDirectory(max_age=1)",
+}
 
 
-async def one(size: int, seconds: float, aged: bool = False) -> dict[str, float]:
-    """Delegations/s and CPU ms per delegation of a `size`-peer fleet, in this process
-    (`aged`: through `HubDirectory(max_age=1)` instead of the fleet's own directory)."""
-    from coreagent_sdk import HubDirectory
-    from simulator import Fleet, behaviors
+class _Fleet:
+    """One configuration's fleet and tool, in this (worker) process."""
 
-    fleet = Fleet()
-    echo = behaviors.echo()
-    for i in range(size):
-        fleet.add_peer(f"p-{i}", echo, ttl=60)
-    if aged:
-        directory = HubDirectory(fleet.hub_url, transport=fleet.transport, max_age=1)
-        tool = fleet.call_peer(timeout=60, directory=directory)
-    else:
-        tool = fleet.call_peer(timeout=60)
-    pick = random.Random(SEED).randrange
+    def __init__(self, size: int, kind: str) -> None:
+        from coreagent_sdk import HubDirectory
+        from simulator import Fleet, behaviors
 
-    async def run(secs: float) -> tuple[float, float, int]:
+        self.size = size
+        self.fleet = fleet = Fleet()
+        echo = behaviors.echo()
+        for i in range(size):
+            fleet.add_peer(f"p-{i}", echo, ttl=60)
+        if kind == "aged":
+            directory = HubDirectory(fleet.hub_url, transport=fleet.transport, max_age=1)
+            self.tool = fleet.call_peer(timeout=60, directory=directory)
+        elif kind == "hub":
+            self.tool = fleet.call_peer(timeout=60, directory=fleet.directory())
+        else:
+            self.tool = fleet.call_peer(timeout=60)
+        # One sequence for the whole run: a window goes on where the last stopped, so no
+        # window meets again the peers an earlier one warmed.
+        self.pick = random.Random(SEED).randrange
+        self.gc_seconds = 0.0
+        self._gc_start = 0.0
+
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._gc_start = time.perf_counter()
+        else:
+            self.gc_seconds += time.perf_counter() - self._gc_start
+
+    async def window(self, secs: float) -> dict[str, float]:
+        """Delegations/s, CPU ms and collector ms per delegation over `secs` seconds."""
         done = 0
         stop = time.perf_counter() + secs
         counter = iter(range(MAX_CALLS))
+        tool, pick, size = self.tool, self.pick, self.size
 
         async def worker() -> None:
             nonlocal done
@@ -87,44 +124,157 @@ async def one(size: int, seconds: float, aged: bool = False) -> dict[str, float]
                 assert result.response == PROMPT, result
                 done += 1
 
-        wall, cpu = time.perf_counter(), time.process_time()
-        await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        return done / wall, 1000 * cpu / max(done, 1), done
+        self.gc_seconds = 0.0
+        gc.callbacks.append(self._on_gc)
+        try:
+            wall, cpu = time.perf_counter(), time.process_time()
+            await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        finally:
+            gc.callbacks.remove(self._on_gc)
+        calls = max(done, 1)
+        return {
+            "rate": done / wall,
+            "cpu_ms": 1000 * cpu / calls,
+            "gc_ms": 1000 * self.gc_seconds / calls,
+            "calls": done,
+        }
 
-    await run(0.5)
-    gc.collect()
-    gc.freeze()
-    rate, cpu_ms, done = await run(seconds)
-    await tool.aclose()
-    await fleet.aclose()
-    return {"rate": rate, "cpu_ms": cpu_ms, "calls": done}
+    async def aclose(self) -> None:
+        await self.tool.aclose()
+        await self.fleet.aclose()
+
+
+def serve(size: int, kind: str) -> None:
+    """The worker: build, warm up, freeze; then one window per `run SECONDS` line on stdin."""
+    loop = asyncio.new_event_loop()
+    try:
+        fleet = loop.run_until_complete(_build(size, kind))
+        print("ready", flush=True)
+        for line in sys.stdin:  # bounded by the coordinator's rounds; EOF ends it
+            words = line.split()
+            if words[:1] != ["run"]:
+                break
+            # What the calls so far left (a session per call, the fleet's call log) joins
+            # the frozen heap: every window starts from the heap the first one met, and the
+            # full passes' growing cost over a long run stays out of the later windows.
+            gc.collect()
+            gc.freeze()
+            got = loop.run_until_complete(fleet.window(float(words[1])))
+            print(json.dumps(got), flush=True)
+        loop.run_until_complete(fleet.aclose())
+    finally:
+        loop.close()
+
+
+async def _build(size: int, kind: str) -> _Fleet:
+    fleet = _Fleet(size, kind)
+    await fleet.window(WARM_UP)
+    return fleet
 
 
 def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def measure(
-    code: Path, python: str, size: int, seconds: float, aged: bool = False
-) -> dict[str, float]:
-    """One run in a fresh process of checkout `code` (its own interpreter and its own code)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYTHONPATH"] = str(code)
-    where = ["--aged"] if aged else []
-    out = subprocess.run(
-        [python, str(Path(__file__).resolve()), "--one", str(size), str(seconds), *where],
-        cwd=code,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT,
-        check=False,
-    )
-    if out.returncode != 0:
-        raise SystemExit(f"sim_inproc: a run of {code} failed:\n{out.stderr[-2000:]}")
-    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+class Worker:
+    """A worker process of checkout `code` (its own interpreter and its own code)."""
+
+    def __init__(self, code: Path, python: str, size: int, kind: str) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env["PYTHONPATH"] = str(code)
+        self.code, self.size, self.kind = code, size, kind
+        self.built = False
+        self.proc = subprocess.Popen(
+            [python, str(Path(__file__).resolve()), "--serve", str(size), kind],
+            cwd=code,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def _line(self, timeout: float) -> str:
+        out: IO[str] = self.proc.stdout  # type: ignore[assignment]
+        ready, _, _ = select.select([out], [], [], timeout)
+        line = out.readline() if ready else ""
+        if not line:
+            self.close()
+            err = self.proc.stderr.read() if self.proc.stderr else ""
+            raise SystemExit(
+                f"sim_inproc: the worker of {self.code} ({self.size} peers, {self.kind}) "
+                f"stopped or took over {timeout:g} s:\n{err[-2000:]}"
+            )
+        return line
+
+    def ready(self) -> None:
+        """Wait for the worker's fleet to be built (once)."""
+        if not self.built:
+            self._line(BUILD_TIMEOUT)
+            self.built = True
+
+    def window(self, seconds: float) -> dict[str, float]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"run {seconds}\n")
+        self.proc.stdin.flush()
+        got: dict[str, float] = json.loads(self._line(seconds + WINDOW_TIMEOUT))
+        return got
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                if self.proc.stdin is not None:
+                    self.proc.stdin.write("quit\n")
+                    self.proc.stdin.close()
+                self.proc.wait(timeout=60)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+
+
+def interleave(
+    workers: dict[Any, Worker], rounds: int, seconds: float, show: bool = True
+) -> dict[Any, list[dict[str, float]]]:
+    """`rounds` windows of `seconds` per worker, one worker at a time, the order rotated
+    each round so no worker always follows the same one. Every worker is built (one at a
+    time, so none builds while another measures) before the first window."""
+    for worker in workers.values():
+        worker.ready()
+    runs: dict[Any, list[dict[str, float]]] = {key: [] for key in workers}
+    keys = list(workers)
+    for r in range(rounds):
+        turn = keys[r % len(keys) :] + keys[: r % len(keys)]
+        for key in turn:
+            got = workers[key].window(seconds)
+            runs[key].append(got)
+            if show:
+                print(
+                    f"  round {r + 1:>2} {_label(key):<26} {got['rate']:7.1f}/s "
+                    f"{got['cpu_ms']:6.3f} CPU ms, {got['gc_ms']:5.3f} gc ms/delegation "
+                    f"(load {_load()})",
+                    flush=True,
+                )
+    return runs
+
+
+def _label(key: tuple[str, str, int]) -> str:
+    name, kind, size = key
+    return f"{name}, {'max_age=1' if kind == 'aged' else kind} {size:,}"
+
+
+def paired(runs: dict[Any, list[dict[str, float]]], large: Any, small: Any) -> dict[str, float]:
+    """`large` against `small`: best rate ratio, median of the rounds' paired rate and
+    CPU ratios, and the ratio of the least CPU per delegation (small's / large's)."""
+    a, b = runs[large], runs[small]
+    return {
+        "best": max(g["rate"] for g in a) / max(g["rate"] for g in b),
+        "paired": statistics.median(x["rate"] / y["rate"] for x, y in zip(a, b, strict=True)),
+        "paired_cpu": statistics.median(
+            y["cpu_ms"] / x["cpu_ms"] for x, y in zip(a, b, strict=True)
+        ),
+        "least_cpu": min(g["cpu_ms"] for g in b) / min(g["cpu_ms"] for g in a),
+    }
 
 
 def _python_of(code: Path) -> str:
@@ -138,72 +288,60 @@ def compare(args: argparse.Namespace) -> None:
     if args.baseline:
         base = Path(args.baseline).resolve()
         checkouts.insert(0, ("baseline", base, _python_of(base)))
-    runs: dict[tuple[str, int], list[dict[str, float]]] = {}
-    plan = [(size, False) for size in args.sizes] + [(size, True) for size in args.aged_sizes]
+    plan = [("fleet", size) for size in args.sizes] + [("aged", size) for size in args.aged_sizes]
     print(f"load average before: {_load()}", flush=True)
     started = time.perf_counter()
-    for r in range(args.rounds):
+    workers: dict[Any, Worker] = {}
+    try:
         for name, code, python in checkouts:
-            for size, aged in plan:
-                got = measure(code, python, size, args.seconds, aged)
-                label = f"{name}, max_age=1" if aged else name
-                runs.setdefault((label, size), []).append(got)
-                print(
-                    f"  round {r + 1} {label:<19} {size:>6} peers: {got['rate']:7.1f}/s "
-                    f"{got['cpu_ms']:6.2f} CPU ms/delegation (load {_load()})",
-                    flush=True,
-                )
+            for kind, size in plan:
+                workers[name, kind, size] = Worker(code, python, size, kind)
+                workers[name, kind, size].ready()  # one build at a time
+        print(f"built in {time.perf_counter() - started:.0f} s (load {_load()})", flush=True)
+        runs = interleave(workers, args.rounds, args.seconds)
+    finally:
+        for worker in workers.values():
+            worker.close()
     print(f"load average after: {_load()} ({time.perf_counter() - started:.0f} s)")
     for name, code, _ in checkouts:
         print(f"{name}: {code}")
-    print(f"\nbest / median of {args.rounds} rounds of {args.seconds:g} s, {IN_FLIGHT} in flight")
-    print(f"{'code':<20} {'peers':>7} {'best/s':>8} {'median/s':>9} {'least CPU ms':>13}")
-    for (name, size), got in runs.items():
-        rates = [g["rate"] for g in got]
-        least = min(g["cpu_ms"] for g in got)
+    print(f"\n{args.rounds} rounds of {args.seconds:g} s windows, {IN_FLIGHT} in flight")
+    print(
+        f"{'configuration':<28} {'best/s':>8} {'median/s':>9} {'median CPU ms':>14} "
+        f"{'least CPU ms':>13} {'median gc ms':>13}"
+    )
+    for key, got in runs.items():
         print(
-            f"{name:<20} {size:>7,} {max(rates):>8.1f} {statistics.median(rates):>9.1f} "
-            f"{least:>13.2f}"
+            f"{_label(key):<28} {max(g['rate'] for g in got):>8.1f} "
+            f"{statistics.median(g['rate'] for g in got):>9.1f} "
+            f"{statistics.median(g['cpu_ms'] for g in got):>14.3f} "
+            f"{min(g['cpu_ms'] for g in got):>13.3f} "
+            f"{statistics.median(g['gc_ms'] for g in got):>13.3f}"
         )
     print()
-    series = [(name, args.sizes) for name, _, _ in checkouts]
-    if args.aged_sizes:
-        series += [(f"{name}, max_age=1", args.aged_sizes) for name, _, _ in checkouts]
-    for name, sizes in series:
-        small = sizes[0]
-        for large in sizes[1:]:
-            best = max(g["rate"] for g in runs[name, large]) / max(
-                g["rate"] for g in runs[name, small]
-            )
-            med = statistics.median(g["rate"] for g in runs[name, large]) / statistics.median(
-                g["rate"] for g in runs[name, small]
-            )
-            cpu = min(g["cpu_ms"] for g in runs[name, small]) / min(
-                g["cpu_ms"] for g in runs[name, large]
-            )
-            print(
-                f"{name}: {large:,} peers / {small} peers: best {best:.2f}, median {med:.2f}, "
-                f"least CPU per delegation {cpu:.2f}"
-            )
+    for name, _, _ in checkouts:
+        for kind, sizes in (("fleet", args.sizes), ("aged", args.aged_sizes)):
+            for large in sizes[1:]:
+                r = paired(runs, (name, kind, large), (name, kind, sizes[0]))
+                print(
+                    f"{_label((name, kind, large))} / {sizes[0]} peers: "
+                    f"paired median {r['paired']:.3f} (CPU {r['paired_cpu']:.3f}), "
+                    f"best {r['best']:.3f}, least CPU {r['least_cpu']:.3f}"
+                )
     if args.baseline:
-        for size in args.sizes:
-            today, base = runs["today", size], runs["baseline", size]
-            best = max(g["rate"] for g in today) / max(g["rate"] for g in base)
-            med = statistics.median(g["rate"] for g in today) / statistics.median(
-                g["rate"] for g in base
-            )
-            cpu = min(g["cpu_ms"] for g in base) / min(g["cpu_ms"] for g in today)
+        for kind, size in plan:
+            r = paired(runs, ("today", kind, size), ("baseline", kind, size))
             print(
-                f"today / baseline, {size:,} peers: best {best:.2f}, median {med:.2f}, "
-                f"least CPU per delegation {cpu:.2f}"
+                f"today / baseline, {_label(('', kind, size))[2:]}: paired median "
+                f"{r['paired']:.3f} (CPU {r['paired_cpu']:.3f}), best {r['best']:.3f}"
             )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", help="another checkout (with its own .venv) to compare")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 10_000, 100_000])
     parser.add_argument(
         "--aged-sizes",
@@ -212,12 +350,12 @@ def main() -> None:
         default=[10, 10_000],
         help="sizes measured through HubDirectory(max_age=1) too (none: --aged-sizes)",
     )
-    parser.add_argument("--one", type=float, nargs=2, metavar=("SIZE", "SECONDS"))
-    parser.add_argument("--aged", action="store_true", help="with --one: HubDirectory(max_age=1)")
+    parser.add_argument("--serve", nargs=2, metavar=("SIZE", "KIND"), help="run as a worker")
     args = parser.parse_args()
-    if args.one:
-        got = asyncio.run(one(int(args.one[0]), args.one[1], args.aged))
-        print(json.dumps(got), flush=True)
+    if args.serve:
+        if args.serve[1] not in KINDS:
+            raise SystemExit(f"sim_inproc: KIND must be one of {', '.join(KINDS)}")
+        serve(int(args.serve[0]), args.serve[1])
     else:
         compare(args)
 
