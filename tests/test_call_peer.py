@@ -346,6 +346,38 @@ async def test_the_clients_a_tool_keeps_for_its_peers_are_bounded_and_reused() -
     await tool.aclose()
 
 
+async def test_a_new_peers_client_made_after_another_carries_the_token_of_its_own_call(
+    make_reach,
+) -> None:
+    # Past the kept clients a new peer's client is made from the last one: it must dial its
+    # own peer, and with the token the variable holds at this call, never the last one's.
+    fleet = Fleet(tokens={"good-token": "alice"})
+    for name in ("a", "b", "c", "d"):
+        fleet.add_peer(name, behaviors.echo(), token="good-token")
+    reach = await make_reach(fleet)
+    environ = {TOKEN_ENV: "good-token"}
+    tool = reach.call_peer(
+        directory=reach.directory(token="good-token"),
+        token_env=TOKEN_ENV,
+        environ=environ,
+        timeout=10,
+    )
+    first = await tool.acall(peer="a", prompt="to a")
+    second = await tool.acall(peer="b", prompt="to b")
+    assert (first.peer, first.response, second.peer, second.response) == (
+        "a",
+        "to a",
+        "b",
+        "to b",
+    )
+    environ[TOKEN_ENV] = "stale-token"
+    with pytest.raises(PeerRequestError, match=r'peer "c" refused the credential .*\(401\)'):
+        await tool.acall(peer="c", prompt="to c")
+    environ[TOKEN_ENV] = "good-token"
+    assert (await tool.acall(peer="d", prompt="to d")).response == "to d"
+    assert "good-token" not in repr(tool) and "stale-token" not in repr(tool)
+
+
 # --- the read loop's endings ------------------------------------------------------
 
 

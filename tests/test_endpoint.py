@@ -77,6 +77,46 @@ def test_an_endpoint_of_plain_characters_is_judged_as_the_parsers_judge_it(url: 
         assert _parsed_problem(url) is None, url  # the match accepts only what both parsers do
 
 
+def _split_base(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)  # the parsers' way of taking a base: scheme and host, no userinfo
+    return f"{parts.scheme.lower()}://{parts.netloc.rpartition('@')[2]}"
+
+
+@given(
+    st.from_regex(
+        r"https?://[a-z0-9][a-z0-9.-]{0,70}(:[0-9]{1,6})?(/[A-Za-z0-9._~-]{0,12}){0,3}/?",
+        fullmatch=True,
+    )
+)
+@settings(max_examples=400, deadline=None)
+def test_the_base_a_client_dials_of_a_plain_endpoint_is_the_one_the_parsers_give(
+    url: str,
+) -> None:
+    from coreagent_sdk._attach._client import dial_base
+    from coreagent_sdk._http._endpoint import plain_endpoint
+
+    if plain_endpoint(url):
+        assert dial_base(url) == _split_base(url), url
+
+
+@pytest.mark.parametrize(
+    ("url", "base"),
+    [
+        ("http://p-1.sim", "http://p-1.sim"),
+        ("http://p-1.sim/", "http://p-1.sim"),
+        ("https://a.b-c.example:8443/prefix/x", "https://a.b-c.example:8443"),
+        ("http://u:pw@p-1.sim/x", "http://p-1.sim"),  # not plain: userinfo never dialed
+        ("HTTP://P-1.sim:80/x?q=1#f", "http://P-1.sim:80"),
+    ],
+)
+def test_a_client_dials_only_the_scheme_and_host_of_an_endpoint(url: str, base: str) -> None:
+    from coreagent_sdk._attach._client import dial_base
+
+    assert dial_base(url) == base == _split_base(url)
+
+
 @pytest.mark.parametrize(
     "url",
     [

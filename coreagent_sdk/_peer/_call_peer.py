@@ -356,6 +356,9 @@ class CallPeer:
         self._attach_clients: dict[
             tuple[int, str, str | None, int], tuple[httpx.AsyncClient, AttachClient]
         ] = {}
+        self._last_client: tuple[httpx.AsyncClient, tuple[str | None, int], AttachClient] | None = (
+            None
+        )
         self.delete_sessions = bool(delete_sessions)
         self._meter_provider = meter_provider
         # Sync calls run here. Collected with the tool: its loop closes its own connections.
@@ -828,13 +831,20 @@ class CallPeer:
         kept = self._attach_clients.get(key)
         if kept is not None and kept[0] is http:
             return kept[1]
-        client = AttachClient(
-            target.endpoint,
-            http_client=http,
-            token=token,
-            max_event_bytes=bound,
-            max_line_bytes=bound,
-        )
+        # Past the kept ones, a new peer's client is the last one made for another base
+        # URL, when all else (pool, token, bound) is the same: half a new client's cost.
+        last = self._last_client
+        if last is not None and last[0] is http and last[1] == (token, bound):
+            client = last[2]._for_base(target.endpoint)
+        else:
+            client = AttachClient(
+                target.endpoint,
+                http_client=http,
+                token=token,
+                max_event_bytes=bound,
+                max_line_bytes=bound,
+            )
+            self._last_client = (http, (token, bound), client)
         if len(self._attach_clients) >= _KEPT_CLIENTS:
             self._attach_clients.clear()  # bounded: a fleet larger than this makes them anew
         self._attach_clients[key] = (http, client)
