@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import operator
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, Union, runtime_checkable
 
@@ -489,24 +490,34 @@ class HubDirectory:
         # the new copies die young, and only changed rows join the long-lived objects
         # (keeping all 10,000 fresh copies set off a full garbage collection every few
         # refreshes).
-        kept: list[Any] = []
-        peers: list[Peer | None] = []
-        for index, row in enumerate(rows):
+        if last is not None and len(rows) == len(before):
+            # As many rows as last time (no peer came or went, the usual case): each row
+            # equal to the one at its place is found by one C-level pass over the pairs,
+            # and only the others go through the loop below (a 10,000-peer roster with 3%
+            # of its leases renewed: 9 ms of a refresh's 27 went to comparing in Python).
+            kept = list(before)
+            peers = list(last.peers)
+            same = list(map(operator.eq, rows, before))
+            todo: Iterable[int] = [index for index, equal in enumerate(same) if not equal]
+        else:
+            kept, peers, todo = [None] * len(rows), [None] * len(rows), range(len(rows))
+        for index in todo:
+            row = rows[index]
             # Mostly the row at the same place last time (the hub sorts by name): equal
             # rows decode alike, no need to check them again.
             if index < len(before) and before[index] == row:
-                kept.append(before[index])
-                peers.append(last.peers[index])  # type: ignore[union-attr]
+                kept[index] = before[index]
+                peers[index] = last.peers[index]  # type: ignore[union-attr]
                 continue
             if last is not None and type(row) is dict:
                 moved = last.find(row)  # a peer came or went before this one
                 if moved is not None:
-                    kept.append(before[moved])
-                    peers.append(last.peers[moved])
+                    kept[index] = before[moved]
+                    peers[index] = last.peers[moved]
                     continue
             # Refused here exactly as PeerList.from_dict refuses the first bad row.
-            peers.append(next(_peers((PeerRecord.from_dict(row),), hosts), None))
-            kept.append(row)
+            peers[index] = next(_peers((PeerRecord.from_dict(row),), hosts), None)
+            kept[index] = row
         answer = _Answer(Roster(p for p in peers if p is not None))
         if got is not None:
             self._decoded[token] = _Decoded(got[0], hosts, secrets, answer, kept, peers)

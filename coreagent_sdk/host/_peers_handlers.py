@@ -56,10 +56,11 @@ def peer_listing(host: Daemon, labels: dict[str, str], caller: Identity | None) 
     if body is None:
         # Row by row, each kept encoded on its entry: byte for byte what encoding
         # {"peers": [records]} whole gives, with only the changed rows re-encoded.
-        rows = [
-            e.row(redact=not host.registry.may_manage(e, caller))
-            for e in host.registry.peers(labels)
-        ]
+        entries = host.registry.peers(labels)
+        if caller is None or caller.admin:  # sees every row whole: one view, no check per row
+            rows = [e.kept_row(False) or e.row(redact=False) for e in entries]
+        else:
+            rows = [e.row(redact=not host.registry.may_manage(e, caller)) for e in entries]
         encoded = ('{"peers":[' + ",".join(rows) + "]}\n").encode()
         if len(host._listings) >= _MAX_LISTINGS:  # callers choose filters: stay bounded
             host._listings.clear()
