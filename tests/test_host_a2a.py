@@ -737,3 +737,65 @@ def test_the_command_line_sets_the_external_url_of_one_agent_and_refuses_it_for_
         build(parser().parse_args(["tests.host_agents:echo", flag, "ftp://s3cr3t-value"]))
     assert "absolute http(s) URL" in str(bad.value) and "s3cr3t" not in str(bad.value)
     assert "https://agents.example" not in str(many.value)
+
+
+async def test_a_turn_that_starts_after_its_a2a_caller_gave_up_has_no_time_to_delegate() -> None:
+    from coreagent_sdk import A2ADirectory, CallPeer, Peer, StaticDirectory
+    from coreagent_sdk.errors import PeerTimeoutError
+
+    helper = AgentHost("helper", behavior=chunks_then_answer)
+    asked = CallPeer(
+        StaticDirectory([Peer("helper", "http://helper.test")]),
+        transport=ASGITransport(helper.app),  # in process: nothing is dialed
+        timeout=5,
+    )
+    outcome: list[str] = []
+
+    async def delegates(turn: Turn) -> None:
+        try:
+            outcome.append((await asked.acall(peer="helper", prompt="x")).response)
+        except PeerTimeoutError as exc:
+            outcome.append(str(exc))
+        await turn.say("done")
+
+    def slow_messages(app: Any) -> Any:
+        async def delayed(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] != "http" or scope["method"] != "POST":
+                return await app(scope, receive, send)
+            read = [await receive()]  # the message, in hand before its caller gives up
+            while read[-1].get("more_body"):
+                read.append(await receive())
+            await asyncio.sleep(0.6)  # a busy host: the message is handled late
+
+            async def replay() -> Any:
+                return read.pop(0) if read else await receive()
+
+            await app(scope, replay, send)
+
+        return delayed
+
+    host = AgentHost(
+        "agent", behavior=delegates, a2a=True, session_rate_limit=None, middleware=slow_messages
+    )
+    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    serving = asyncio.create_task(
+        host.serve(on_ready=ready.set_result, handle_signals=False, grace=0)
+    )
+    url = await asyncio.wait_for(ready, 10)
+    cards = A2ADirectory([url])
+    tool = CallPeer(cards, timeout=0.3)
+    try:
+        with pytest.raises(PeerTimeoutError):
+            await tool.acall(peer="agent", prompt="go")
+        for _ in range(300):  # the turn runs on, late: bounded wait for what it did
+            if outcome:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        for closing in (tool, cards, asked):
+            await closing.aclose()
+        host.stop()
+        await serving
+        await helper.aclose()
+    # It inherited its caller's deadline, already passed: its own call is not made.
+    assert len(outcome) == 1 and 'peer "helper" was not asked' in outcome[0]
