@@ -43,9 +43,6 @@ __all__ = [
 ]
 
 _HTML_UNSAFE = re.compile("[<>&\u2028\u2029]")
-_HTML_SAFE = str.maketrans(
-    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
-)
 # unicode.IsSpace, which strings.TrimSpace trims (Python's str.strip also trims \x1c-\x1f).
 _GO_SPACE = (
     "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
@@ -70,8 +67,20 @@ def go_json(value: Any, *, indent: int | None = None) -> str:
     # Most payloads have none of these: one C-speed scan beats translating every character
     # (and a generator over the five of them cost a quarter of the encoding).
     if _HTML_UNSAFE.search(text) is not None:
-        return text.translate(_HTML_SAFE)
+        return html_safe(text)
     return text
+
+
+def html_safe(text: str) -> str:
+    """`text` with Go's HTML escapes: five replaces in C, where a translate table was looked
+    up in Python per character (45 us for an event of 500 characters)."""
+    return (
+        text.replace("&", "\\u0026")
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
 
 
 def json_response(

@@ -26,8 +26,9 @@ from .._peer._hops import STARTUP_SESSION  # the session a daemon starts with; n
 from .._peer._hops import entering as delegation_hop
 from .._scrub import server_text
 from ._agents import Turn, TurnAbandoned, TurnFailed, add_tokens
-from ._gowire import go_json, utf8
+from ._event_json import event_json
 from ._gowire import sse as encode_sse
+from ._gowire import utf8
 from ._inbox import INBOX_CAP, inbox_block
 from ._registry import rfc3339
 from ._runtimes import run_turn
@@ -228,7 +229,7 @@ class _Session:
         """
         if self._write_failed is not None:
             raise self._write_failed
-        payload = utf8(go_json(event.to_dict()))  # a lone surrogate is U+FFFD
+        payload = utf8(event_json(event))  # a lone surrogate is U+FFFD
         unsent = _Unsent(event, before)
         self._outbox.append(unsent)
         self.unsent += 1
