@@ -60,7 +60,8 @@ class A2ADirectory:
     well-known card (``/.well-known/agent-card.json``). ``transport`` reaches
     the agents (None: the real network); ``allowed_hosts`` limits the card
     URLs (checked here) and, given to `CallPeer` too, what their cards may
-    point at. A lookup reuses a card as long as its response's caching headers
+    point at (without it there, a card may point only at its own origin). A
+    lookup reuses a card as long as its response's caching headers
     allow (``Cache-Control: max-age``, at most 300 s; ``no-cache`` revalidates
     with its ``ETag`` on every lookup, ``no-store`` reads it on every lookup;
     without such headers, 5 s), then asks again, conditionally: a changed card

@@ -236,7 +236,8 @@ class CallPeer:
     ``wait_on_rate_limit=True`` waits out a peer's 429 on `POST /sessions` when
     its `Retry-After` fits in what is left of the deadline (on ``clock``);
     otherwise the 429 is `PeerRateLimitedError` with `retry_after`.
-    ``allowed_hosts`` limits the hosts it may dial (None: any).
+    ``allowed_hosts`` limits the hosts it may dial (None: any, except that an
+    A2A agent's card may then point only at the origin it was read from).
 
     ``max_connections`` caps the connections to peers per event loop (a call
     holds two, so ``max_connections // 2`` calls run at once; more wait for a
