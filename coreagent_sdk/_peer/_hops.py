@@ -37,7 +37,7 @@ import contextvars
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 from .._attach._quote import quote_name
 from ..errors import PeerTimeoutError
@@ -114,40 +114,36 @@ def budget(timeout: float) -> Budget:
     return Budget(min(timeout, left), hop.path, timeout <= left)
 
 
-@contextmanager
-def entering(session_id: str, agent: str) -> Iterator[int | None]:
+def entering(session_id: str, agent: str) -> AbstractContextManager[int | None]:
     """Run a turn of `agent` in `session_id`: its calls inherit what its caller noted.
 
     Gives the `call_id` of the call that noted the session (None: no call of this process).
     """
-    inherited = _noted.pop(session_id, None) if session_id else None
-    token = _current.set(_entered(inherited, agent))
-    try:
-        yield inherited.call_id if inherited is not None else None
-    finally:
-        _current.reset(token)
+    return _entering(_noted, session_id, agent)
 
 
-@contextmanager
-def entering_message(message_id: str, agent: str) -> Iterator[int | None]:
+def entering_message(message_id: str, agent: str) -> AbstractContextManager[int | None]:
     """Answer A2A message `message_id` as `agent` outside a host's session: as `entering`.
 
     For an A2A agent of this process that is not a host (the A2A SDK's own server, as a
     simulated fleet runs one): its calls inherit what the message's sender noted.
     """
-    inherited = _messages.pop(message_id, None) if message_id else None
-    token = _current.set(_entered(inherited, agent))
+    return _entering(_messages, message_id, agent)
+
+
+@contextmanager
+def _entering(notes: OrderedDict[str, _Hop], key: str, agent: str) -> Iterator[int | None]:
+    """A turn of `agent` that takes the note under `key` (the caller's deadline and path)."""
+    inherited = notes.pop(key, None) if key else None
+    if inherited is None:
+        hop = _Hop(None, (agent,))
+    else:
+        hop = _Hop(inherited.deadline, (*inherited.path, agent))
+    token = _current.set(hop)
     try:
         yield inherited.call_id if inherited is not None else None
     finally:
         _current.reset(token)
-
-
-def _entered(inherited: _Hop | None, agent: str) -> _Hop:
-    """The hop of a turn of `agent` that took `inherited` (None: no caller noted it)."""
-    if inherited is None:
-        return _Hop(None, (agent,))
-    return _Hop(inherited.deadline, (*inherited.path, agent))
 
 
 def _bounded(notes: OrderedDict[str, _Hop]) -> None:
@@ -193,10 +189,8 @@ def hand_on(message_id: str, session_id: str) -> None:
 
 def forget_message(message_id: str) -> None:
     """The A2A call that sent `message_id` is over: as `forget`, for a message's note."""
-    hop = _messages.get(message_id) if message_id else None
-    if hop is not None and hop.deadline is not None:
-        # In place: a session the note was handed on to holds this very note.
-        hop.deadline = min(hop.deadline, time.perf_counter())
+    # In place: a session the note was handed on to holds this very note.
+    _expire(_messages.get(message_id) if message_id else None)
 
 
 def forget(session_id: str) -> None:
@@ -206,9 +200,13 @@ def forget(session_id: str) -> None:
     gave up, and one that inherited nothing would delegate afresh with a whole deadline of
     its own (a cycle then ran a second chain of hops). Notes stay bounded by `_MAX_NOTES`.
     """
-    hop = _noted.get(session_id) if session_id else None
+    _expire(_noted.get(session_id) if session_id else None)
+
+
+def _expire(hop: _Hop | None) -> None:
+    """End a note's deadline now (a later turn of it gets none), keeping who asked."""
     if hop is not None and hop.deadline is not None:
-        _noted[session_id] = _Hop(min(hop.deadline, time.perf_counter()), hop.path, hop.call_id)
+        hop.deadline = min(hop.deadline, time.perf_counter())
 
 
 def _chain(path: Sequence[str]) -> str:
