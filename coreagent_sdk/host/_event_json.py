@@ -15,7 +15,7 @@ from json.encoder import encode_basestring  # the C encoder of json.dumps(ensure
 from typing import Any
 
 from .._attach._wire import AgentEvent
-from ._gowire import _HTML_UNSAFE, go_json, html_safe
+from ._gowire import go_json, html_safe
 
 __all__ = ["event_json"]
 
@@ -114,7 +114,4 @@ def _fast(event: AgentEvent) -> str | None:
         f'"FinishReason":{finish},"AvgLogprobs":0,"ID":{eid},"Timestamp":{ts},'
         f'"InvocationID":{inv},"Branch":{branch},"Author":{author},{_DEFAULT_ACTIONS_JSON}'
     )
-    # As go_json: HTML-safe, with one scan for the few payloads that need any escape.
-    if _HTML_UNSAFE.search(text) is not None:
-        return html_safe(text)
-    return text
+    return html_safe(text)  # as go_json
