@@ -144,9 +144,6 @@ class BoundedTaskStore(TaskStore):
         self._kept: collections.OrderedDict[tuple[str, str], bool] = collections.OrderedDict()
         self._loaded = host is None
         self._loading: asyncio.Lock | None = None
-        # Owners' contexts for letting their tasks go: a full store lets one go at every
-        # save, and a context is a model to build; only its user is read.
-        self._owners: dict[str, ServerCallContext] = {}
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -215,12 +212,7 @@ class BoundedTaskStore(TaskStore):
         store = self._file()
         for owner, task_id in gone:
             del self._kept[owner, task_id]
-            theirs = self._owners.get(owner)
-            if theirs is None:
-                if len(self._owners) >= 64:  # bounded, whoever calls
-                    self._owners.clear()
-                theirs = self._owners[owner] = _context(owner)
-            await self._store.delete(task_id, theirs)
+            await self._store.delete(task_id, _context(owner))
             if store is not None:  # in the next commit; nobody waits to be told of it
                 store.delete_task(owner, task_id)
 
