@@ -312,11 +312,11 @@ async def test_a_protected_peer_answers_401_and_the_error_names_the_variable(mak
     )
 
 
-async def test_one_tool_sends_the_token_its_variable_holds_at_each_call(make_reach) -> None:
-    # The tool keeps a peer's client between calls: a token changed between calls must
-    # still be the one sent, and the old one refused again when it comes back.
+async def _token_tool(make_reach: Any, *names: str) -> tuple[CallPeer, dict[str, str]]:
+    """A tool to echo peers that take only "good-token", and the environ it reads it from."""
     fleet = Fleet(tokens={"good-token": "alice"})
-    fleet.add_peer("secure", behaviors.echo(), token="good-token")
+    for name in names:
+        fleet.add_peer(name, behaviors.echo(), token="good-token")
     reach = await make_reach(fleet)
     environ = {TOKEN_ENV: "good-token"}
     tool = reach.call_peer(
@@ -325,6 +325,13 @@ async def test_one_tool_sends_the_token_its_variable_holds_at_each_call(make_rea
         environ=environ,
         timeout=10,
     )
+    return tool, environ
+
+
+async def test_one_tool_sends_the_token_its_variable_holds_at_each_call(make_reach) -> None:
+    # The tool keeps a peer's client between calls: a token changed between calls must
+    # still be the one sent, and the old one refused again when it comes back.
+    tool, environ = await _token_tool(make_reach, "secure")
     assert (await tool.acall(peer="secure", prompt="first")).response == "first"
     environ[TOKEN_ENV] = "stale-token"
     with pytest.raises(PeerRequestError, match=r"\(401\)"):
@@ -351,17 +358,7 @@ async def test_a_new_peers_client_made_after_another_carries_the_token_of_its_ow
 ) -> None:
     # Past the kept clients a new peer's client is made from the last one: it must dial its
     # own peer, and with the token the variable holds at this call, never the last one's.
-    fleet = Fleet(tokens={"good-token": "alice"})
-    for name in ("a", "b", "c", "d"):
-        fleet.add_peer(name, behaviors.echo(), token="good-token")
-    reach = await make_reach(fleet)
-    environ = {TOKEN_ENV: "good-token"}
-    tool = reach.call_peer(
-        directory=reach.directory(token="good-token"),
-        token_env=TOKEN_ENV,
-        environ=environ,
-        timeout=10,
-    )
+    tool, environ = await _token_tool(make_reach, "a", "b", "c", "d")
     first = await tool.acall(peer="a", prompt="to a")
     second = await tool.acall(peer="b", prompt="to b")
     assert (first.peer, first.response, second.peer, second.response) == (
