@@ -64,3 +64,11 @@ async def narrates_then_waits(turn: Turn) -> None:
     await turn.narrate(f"working on {turn.prompt}")
     await asyncio.sleep(30)
     await turn.say("done")
+
+
+async def collector(turn: Turn) -> None:
+    """Says how the garbage collector of the process serving it is set (tests of tune_gc)."""
+    import gc
+    import json
+
+    await turn.say(json.dumps([gc.get_threshold(), gc.get_freeze_count()]))

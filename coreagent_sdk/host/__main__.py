@@ -241,6 +241,13 @@ def parser() -> argparse.ArgumentParser:
         default=DEFAULT_GRACE,
         help="seconds running turns get to finish on SIGTERM (at most 5, the default)",
     )
+    parser.add_argument(
+        "--no-tune-gc",
+        dest="tune_gc",
+        action="store_false",
+        help="leave the garbage collector at its settings (by default it is tuned for "
+        "serving: the heap frozen at start, a larger young generation)",
+    )
     return parser
 
 
@@ -262,9 +269,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # On uvloop where installed (the `uvloop` extra): the same code, its loop in C.
         if isinstance(host, MultiAgentHost):
-            run(host.serve(args.host, args.port, grace=args.grace, on_ready=ready_all))
+            run(
+                host.serve(
+                    args.host, args.port, grace=args.grace, on_ready=ready_all, tune_gc=args.tune_gc
+                )
+            )
         else:
-            run(host.serve(args.host, args.port, grace=args.grace, on_ready=ready))
+            run(
+                host.serve(
+                    args.host, args.port, grace=args.grace, on_ready=ready, tune_gc=args.tune_gc
+                )
+            )
     except (OSError, ValueError, RuntimeError, CoreAgentError) as exc:
         print(f"coreagent_sdk.host: {exc}", file=sys.stderr)
         return 1

@@ -43,6 +43,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .._http._endpoint import checked_base_url
 from ._agents import Agent, echo
 from ._attach_auth import read_attach_token
+from ._collector import serving_collector
 from ._host import DEFAULT_GRACE, AgentHost
 from ._joining import HostRegistrations
 from ._replies import _text
@@ -55,6 +56,7 @@ from ._serve import (
     _STARTUP_TIMEOUT,
     HUB_TIMEOUT,
     STOP_BUDGET,
+    _in_kernel,
     _listen,
     _server_class,
     _signals,
@@ -361,6 +363,7 @@ class MultiAgentHost:
         grace: float = DEFAULT_GRACE,
         on_ready: Callable[[dict[str, str]], None] | None = None,
         handle_signals: bool = True,
+        tune_gc: bool = True,
     ) -> None:
         """Serve every agent on `host` (each its port) until SIGTERM/SIGINT or `stop()`.
 
@@ -369,7 +372,9 @@ class MultiAgentHost:
         registered (with ``register_to``), ``on_ready(urls)`` gets each
         agent's URL by name. On the way out, as `AgentHost.serve`: new writes
         answer 503, running turns get ``grace`` seconds, every agent is
-        deregistered (bounded), streams end, runtimes and clients close.
+        deregistered (bounded), streams end, runtimes and clients close. The
+        garbage collector is tuned while serving as `AgentHost.serve` tunes it
+        (``tune_gc=False`` leaves it alone).
         """
         import uvicorn
 
@@ -408,7 +413,8 @@ class MultiAgentHost:
             server = _server_class()(config)
             self._stop = asyncio.Event()
             serving = asyncio.get_running_loop().create_task(server.serve(sockets=sockets))
-            await self._run(server, serving, host, grace, on_ready, handle_signals)
+            with serving_collector(tune_gc, _in_kernel()):
+                await self._run(server, serving, host, grace, on_ready, handle_signals)
         finally:
             for sock in sockets:
                 sock.close()

@@ -773,6 +773,7 @@ class AgentHost:
         grace: float = DEFAULT_GRACE,
         on_ready: Callable[[str], None] | None = None,
         handle_signals: bool = True,
+        tune_gc: bool = True,
     ) -> None:
         """Serve this host on `host:port` until SIGTERM/SIGINT or `stop()`, then drain.
 
@@ -780,10 +781,23 @@ class AgentHost:
         the host has `register_to`, calls `on_ready(url)` once listening, and
         on the way out drains running turns for up to `grace` seconds,
         deregisters and closes, within 10 s whatever a hub or peer does.
+
+        While it serves, the process's garbage collector is tuned for serving
+        (`coreagent_sdk.host._collector`: the heap as it stands frozen, a larger
+        young generation) and put back as found when the last server stops;
+        never in a Jupyter kernel. ``tune_gc=False`` leaves the collector alone.
         """
         from ._serve import serve
 
-        await serve(self, host, port, grace=grace, on_ready=on_ready, handle_signals=handle_signals)
+        await serve(
+            self,
+            host,
+            port,
+            grace=grace,
+            on_ready=on_ready,
+            handle_signals=handle_signals,
+            tune_gc=tune_gc,
+        )
 
     def stop(self) -> None:
         """Ask a running `serve()` to drain and return (as SIGTERM does)."""

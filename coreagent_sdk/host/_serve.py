@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from .._peer._registration import PeerRegistration
+from ._collector import serving_collector
 
 if TYPE_CHECKING:
     from ._host import AgentHost
@@ -136,6 +137,7 @@ async def serve(
     grace: float,
     on_ready: Callable[[str], None] | None,
     handle_signals: bool,
+    tune_gc: bool = True,
 ) -> None:
     """Serve `host_app` on `host:port` until told to stop; see the module docstring."""
     import uvicorn
@@ -166,7 +168,7 @@ async def serve(
     serving = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
     registration: PeerRegistration | None = None
     try:
-        with _signals(stop, handle_signals):
+        with _signals(stop, handle_signals), serving_collector(tune_gc, _in_kernel()):
             for _ in range(int(_STARTUP_TIMEOUT / _POLL)):  # bounded: uvicorn has no event
                 if server.started or serving.done():
                     break
