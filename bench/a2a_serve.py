@@ -62,6 +62,7 @@ from wire_speed import (  # the bench's own helpers, beside this file
     _listen,
     _load,
     _serve_app,
+    drive_summary,
     stop_servers,
 )
 
@@ -253,16 +254,7 @@ async def drive_light(url: str, level: int, per_caller: int, server_pid: int) ->
     finally:
         for connection in connections:
             connection[1].close()
-    latencies.sort()
-    return {
-        "done": len(latencies),
-        "rate": len(latencies) / took,
-        "p50": latencies[len(latencies) // 2] if latencies else 0.0,
-        "p99": latencies[int(len(latencies) * 0.99)] if latencies else 0.0,
-        "cpu": cpu,
-        "server_cpu": server_cpu,
-        "failures": failures,
-    }
+    return drive_summary(latencies, took, cpu, failures, server_cpu=server_cpu)
 
 
 async def drive(url: str, level: int, seconds: float, streaming: bool) -> dict[str, Any]:
@@ -322,15 +314,7 @@ async def drive(url: str, level: int, seconds: float, streaming: bool) -> dict[s
     cpu = _cpu_self() - cpu0
     await client.close()
     await http.aclose()
-    latencies.sort()
-    return {
-        "done": len(latencies),
-        "rate": len(latencies) / took,
-        "p50": latencies[len(latencies) // 2] if latencies else 0.0,
-        "p99": latencies[int(len(latencies) * 0.99)] if latencies else 0.0,
-        "cpu": cpu,
-        "failures": failures,
-    }
+    return drive_summary(latencies, took, cpu, failures)
 
 
 def _pinned(core: str, *args: str) -> list[str]:

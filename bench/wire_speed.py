@@ -308,6 +308,13 @@ async def measure(
     took = time.perf_counter() - started
     cpu = _cpu_self() - cpu0
     await close()
+    return drive_summary(latencies, took, cpu, failures)
+
+
+def drive_summary(
+    latencies: list[float], took: float, cpu: float, failures: dict[str, int], **more: float
+) -> dict[str, Any]:
+    """What a drive reports: answers, their rate over `took`, p50 and p99, the caller's CPU."""
     latencies.sort()
     return {
         "done": len(latencies),
@@ -316,6 +323,7 @@ async def measure(
         "p99": latencies[int(len(latencies) * 0.99)] if latencies else 0.0,
         "cpu": cpu,
         "failures": failures,
+        **more,
     }
 
 
