@@ -46,3 +46,31 @@ def test_an_idle_fleet_peer_holds_at_most_forty_objects_the_collector_tracks() -
     finally:
         fleet.close()
     assert per <= IDLE_PEER_OBJECTS, per
+
+
+CALLS = 20
+
+
+async def test_in_process_delegations_leave_almost_nothing_that_only_the_collector_frees() -> None:
+    # Each answer was a reference cycle (httpx's response and the stream wrapper pointing back
+    # at it): about 40 objects a delegation that lived, and were walked, until a collector
+    # pass found them. Counted with the collector off, so only its own count frees them.
+    fleet = Fleet()
+    fleet.add_peer("p-1", behaviors.echo())
+    tool = fleet.call_peer()
+    try:
+        await tool.acall(peer="p-1", prompt="warm up")  # one-off: the store, the first client
+        gc.collect()
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            for _ in range(CALLS):
+                assert (await tool.acall(peer="p-1", prompt="ping")).response == "ping"
+            found = gc.collect()
+        finally:
+            if enabled:
+                gc.enable()
+    finally:
+        await tool.aclose()
+        await fleet.aclose()
+    assert found < CALLS, f"{found} objects in cycles after {CALLS} delegations"

@@ -27,6 +27,7 @@ from ._inflate import body_chunks
 from ._network import NetworkTransport, mocked
 from ._rate_limit import retry_after_seconds
 from ._requests import Requests
+from ._transport import ASGITransport, RoutingTransport
 
 __all__ = [
     "ERROR_EXCERPT_BYTES",
@@ -121,6 +122,10 @@ class _NoCookies(httpx.Cookies):
 _HTTPX_LOG = logging.getLogger("httpx")
 
 
+# The SDK's own transports, whose requests need none of httpx's client layers (see _Client).
+_STRAIGHT = (NetworkTransport, ASGITransport, RoutingTransport)
+
+
 class _Client(httpx.AsyncClient):
     """httpx's client without a cookie jar, as the daemon's Go client has none.
 
@@ -128,18 +133,22 @@ class _Client(httpx.AsyncClient):
     host, whatever its port (cookies ignore ports); and reading each answer's
     headers for cookies cost a tenth of a delegation's CPU.
 
-    Over `NetworkTransport`, a streamed request goes straight to the transport:
-    httpx's auth, redirect and hook layers have nothing to do for the SDK's
-    own requests (no auth object, no redirects followed, no hooks) and cost
-    a twentieth of a delegation. Whenever one of them could act (hooks or auth
-    set, redirects followed, a test library patching httpx's transport), the
-    request takes httpx's whole path as before. httpx's request log line is
+    Over `NetworkTransport` and the in-process transports, a streamed request
+    goes straight to the transport: httpx's auth, redirect and hook layers
+    have nothing to do for the SDK's own requests (no auth object, no
+    redirects followed, no hooks) and cost a twentieth of a delegation. In
+    process they also left every answer in a reference cycle (httpx's
+    response and the stream wrapper that points back at it), about 40
+    objects a delegation that only the collector's passes freed. Whenever
+    one of those layers could act (hooks or auth set, redirects followed, a
+    test library patching httpx's transport), the request takes httpx's
+    whole path as before. httpx's request log line is
     written here as httpx writes it.
     """
 
     def __init__(self, *, transport: httpx.AsyncBaseTransport, **options: Any) -> None:
         super().__init__(transport=transport, **options)
-        self._network = transport if isinstance(transport, NetworkTransport) else None
+        self._network = transport if isinstance(transport, _STRAIGHT) else None
 
     async def send(
         self,
