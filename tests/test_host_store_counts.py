@@ -58,3 +58,19 @@ def test_a_session_let_go_of_is_trimmed_to_the_window_first(db: _Db) -> None:
         b'{"n":3}}\n\n',
         b'{"n":4}}\n\n',
     ]
+
+
+def test_a_temporary_file_numbers_a_new_agents_events_without_reading_the_file() -> None:
+    # A fleet's daemons share one temporary file: each one's first event asked the file for
+    # a last seq it cannot hold (two reads of cold pages per call to a peer not called yet).
+    db = _Db(None, WINDOW, True, "normal", "test")
+    statements: list[str] = []
+    try:
+        db.conn.set_trace_callback(statements.append)
+        first = db.write([_Event("fresh", "s-1", b"{}"), _Event("fresh", "s-1", b"{}")], None)
+        again = db.write([_Event("fresh", "s-2", b"{}")], None)
+        db.conn.set_trace_callback(None)
+    finally:
+        db.close()
+    assert [seq for seq, _ in first + again] == [1, 2, 3]
+    assert [s for s in statements if s.lstrip().upper().startswith("SELECT")] == []

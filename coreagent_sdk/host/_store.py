@@ -513,6 +513,11 @@ class _Db:
         return self.temporary and agent not in self.written
 
     def _apply(self, write: _Write, seqs: dict[str, int]) -> Any:
+        if self.holds_nothing_of(write.agent):
+            # Its last seq is 0, known without a query (as `_last_seq` would find once the
+            # agent is marked written below): a 10,000-daemon fleet asked it twice on each
+            # daemon's first event, two reads of cold pages a call to a cold peer.
+            seqs.setdefault(write.agent, 0)
         self.written.add(write.agent)  # before the write: a failed one may have left rows
         if isinstance(write, _Event):
             agent = write.agent
