@@ -27,7 +27,7 @@ import itertools
 import math
 import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 from starlette.requests import Request
@@ -382,7 +382,9 @@ class AgentHost:
         self._listings: dict[tuple[str, tuple[tuple[str, str], ...]], bytes] = {}
         self._listing_version = -1
         self.store = _session_store(name, store, store_sync, store_key)
-        self._opening: asyncio.Future[None] | None = None
+        # How the store was opened: True when it answered at once (no future: a fleet of
+        # 10,000 daemons called at random kept a done one per daemon), else the task.
+        self._opening: asyncio.Future[None] | Literal[True] | None = None
         # Where this host's idle sweeps are scheduled (one task per loop and clock ticks every
         # host's, see _sweeps), and its next tick there.
         self._sweeps: Sweeps | None = None
@@ -664,7 +666,8 @@ class AgentHost:
 
     def _ready(self) -> bool:
         """Whether `open()` has run."""
-        return self._opening is not None and self._opening.done()
+        opening = self._opening
+        return opening is True or (opening is not None and opening.done())
 
     async def open(self) -> None:
         """Open the store; the first request and `serve()` call it.
@@ -675,6 +678,8 @@ class AgentHost:
         """
         loop = asyncio.get_running_loop()
         opening = self._opening
+        if opening is True:
+            return
         if (
             opening is None
             or (opening.done() and (opening.cancelled() or opening.exception() is not None))
@@ -688,8 +693,7 @@ class AgentHost:
             read = self.store.open_now(STARTUP_SESSION)
             if read is not None:
                 self._opened(*read)
-                opening = self._opening = loop.create_future()
-                opening.set_result(None)
+                self._opening = True
                 return
             opening = self._opening = loop.create_task(self._open())
         if opening.done():
