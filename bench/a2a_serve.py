@@ -379,7 +379,8 @@ def compare(args: argparse.Namespace) -> None:
                         print(
                             f"  round {round_ + 1} {caller:>5} {contender:>20} @{level:<4} "
                             f"{got['rate']:7.0f}/s  server {per_answer:.2f} ms"
-                            f"  failed {sum(got['failures'].values())}  load {_load()}",
+                            f"  failed {sum(got['failures'].values())}  load {_load()}"
+                            + (f"  {got['failures']}" if got["failures"] else ""),
                             flush=True,
                         )  # fmt: skip
     finally:
