@@ -10,6 +10,9 @@ objects (a cache, a first import) do not count.
 from __future__ import annotations
 
 import gc
+import sys
+
+import pytest
 
 from coreagent_sdk.host import AgentHost
 from simulator import Fleet, behaviors
@@ -51,6 +54,13 @@ def test_an_idle_fleet_peer_holds_at_most_forty_objects_the_collector_tracks() -
 CALLS = 20
 
 
+@pytest.mark.xfail(
+    sys.version_info < (3, 11),
+    reason="Python 3.10's contextlib keeps the GeneratorExit that closes httpx's aiter_raw "
+    "(a stream read up to turn-complete) in a cycle with its frames, about 46 objects a "
+    "delegation; 3.11's does not",
+    strict=True,
+)
 async def test_in_process_delegations_leave_almost_nothing_that_only_the_collector_frees() -> None:
     # Each answer was a reference cycle (httpx's response and the stream wrapper pointing back
     # at it): about 40 objects a delegation that lived, and were walked, until a collector
