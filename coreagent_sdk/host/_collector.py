@@ -40,12 +40,12 @@ _DEFAULTS = (700, 10, 10)  # CPython 3.10 to 3.13; another interpreter's are lef
 
 _lock = threading.Lock()  # servers may start and stop on several threads' loops
 _serving = 0  # servers running in this process under the tuned collector
-_restore: tuple[int, ...] | None = None  # the thresholds found, when this module set them
+_raised = False  # whether this module raised the young threshold (from _DEFAULTS)
 _froze = False  # whether this module froze the heap (and so unfreezes it)
 
 
 def _enter(in_kernel: bool) -> bool:
-    global _serving, _restore, _froze
+    global _serving, _raised, _froze
     if in_kernel or not gc.isenabled():
         return False
     with _lock:
@@ -53,8 +53,8 @@ def _enter(in_kernel: bool) -> bool:
         if _serving > 1:
             return True  # the first server's settings hold for all
         if gc.get_threshold() == _DEFAULTS:
-            _restore = gc.get_threshold()
             gc.set_threshold(YOUNG_THRESHOLD, *_DEFAULTS[1:])
+            _raised = True
         if gc.get_freeze_count() == 0:
             gc.collect()  # what is garbage already is not frozen with the rest
             gc.freeze()
@@ -63,15 +63,15 @@ def _enter(in_kernel: bool) -> bool:
 
 
 def _exit() -> None:
-    global _serving, _restore, _froze
+    global _serving, _raised, _froze
     with _lock:
         _serving -= 1
         if _serving:
             return
-        if _restore is not None:
+        if _raised:
             if gc.get_threshold()[0] == YOUNG_THRESHOLD:  # unless someone set their own since
-                gc.set_threshold(*_restore)
-            _restore = None
+                gc.set_threshold(*_DEFAULTS)
+            _raised = False
         if _froze:
             gc.unfreeze()
             _froze = False

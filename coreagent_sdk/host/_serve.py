@@ -137,7 +137,7 @@ async def serve(
     grace: float,
     on_ready: Callable[[str], None] | None,
     handle_signals: bool,
-    tune_gc: bool = True,
+    tune_gc: bool,
 ) -> None:
     """Serve `host_app` on `host:port` until told to stop; see the module docstring."""
     import uvicorn
