@@ -62,6 +62,7 @@ from wire_speed import (  # the bench's own helpers, beside this file
     _listen,
     _load,
     _serve_app,
+    count_failure,
     drive_summary,
     stop_servers,
 )
@@ -235,8 +236,7 @@ async def drive_light(url: str, level: int, per_caller: int, server_pid: int) ->
             try:
                 await asyncio.wait_for(call(*connection), DEADLINE)
             except Exception as exc:
-                kind = f"{type(exc).__name__}: {str(exc)[:100]}"
-                failures[kind] = failures.get(kind, 0) + 1
+                count_failure(failures, exc)
                 connection[1].close()
                 connection[:] = await asyncio.open_connection("127.0.0.1", port)
             else:
@@ -304,8 +304,7 @@ async def drive(url: str, level: int, seconds: float, streaming: bool) -> dict[s
             try:
                 await asyncio.wait_for(call(), DEADLINE)
             except Exception as exc:
-                kind = f"{type(exc).__name__}: {str(exc)[:100]}"
-                failures[kind] = failures.get(kind, 0) + 1
+                count_failure(failures, exc)
             else:
                 latencies.append(time.perf_counter() - t0)
 

@@ -299,8 +299,7 @@ async def measure(
             try:
                 await asyncio.wait_for(call(), DEADLINE)
             except Exception as exc:
-                kind = f"{type(exc).__name__}: {str(exc)[:100]}"
-                failures[kind] = failures.get(kind, 0) + 1
+                count_failure(failures, exc)
             else:
                 latencies.append(time.perf_counter() - t0)
 
@@ -309,6 +308,12 @@ async def measure(
     cpu = _cpu_self() - cpu0
     await close()
     return drive_summary(latencies, took, cpu, failures)
+
+
+def count_failure(failures: dict[str, int], exc: BaseException) -> None:
+    """Count `exc` among a drive's failures, by its type and the start of its message."""
+    kind = f"{type(exc).__name__}: {str(exc)[:100]}"
+    failures[kind] = failures.get(kind, 0) + 1
 
 
 def drive_summary(
