@@ -64,7 +64,7 @@ async def test_serve_with_tune_gc_false_leaves_the_collector_alone() -> None:
     frozen = gc.get_freeze_count()
     async with serving(AgentHost("alpha", behavior=echo), tune_gc=False):
         assert gc.get_threshold() == DEFAULTS
-        assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() <= frozen  # not frozen again (a frozen object may be freed)
 
 
 async def test_thresholds_a_user_set_are_theirs_while_serving_and_after() -> None:
