@@ -11,7 +11,7 @@ import math
 import re
 import socket
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -712,14 +712,11 @@ def _server_class() -> Any:
         raise ImportError(
             "simulator: serving on sockets needs uvicorn: pip install 'coreagent-sdk[simulator]'"
         ) from exc
+    from coreagent_sdk.host import PromptServer
 
-    class _Server(uvicorn.Server):  # type: ignore[misc]
-        # The fleet owns signal handling: several servers share one process.
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield
-
-    return uvicorn, _Server
+    # The host's server: it starts and stops when told, not at uvicorn's next 0.1 s tick, and
+    # leaves signals to the fleet (several servers share one process).
+    return uvicorn, PromptServer
 
 
 class _ServedTransport(httpx.AsyncBaseTransport):
@@ -822,7 +819,7 @@ class ServedFleet:
             raise ValueError(
                 f"simulator: serve() binds loopback only, got host {host!r}; use '127.0.0.1'"
             )
-        uvicorn, server_class = _server_class()
+        uvicorn, made = _server_class()
         self._loop = self._network._loop = asyncio.get_running_loop()
         try:
             # Every server starts at once and one loop waits for them all: started one
@@ -867,17 +864,15 @@ class ServedFleet:
                     # access_log=False emptied the user's uvicorn.access logger).
                     **uvicorn_options(quiet=True),
                 )
-                server = server_class(config)
+                server = made(config)
                 task = asyncio.get_running_loop().create_task(self._serve(server, sock))
                 self._servers[name] = (server, task)
                 starting.append((name, app, server, sock))
                 self._sockets.append(sock)
-            tasks = [task for _, task in self._servers.values()]
-            for _ in range(500 + len(starting)):  # up to 5 s, and 10 ms more per server
-                servers = (server for _, _, server, _ in starting)
-                if all(s.started or t.done() for s, t in zip(servers, tasks, strict=True)):
-                    break
-                await asyncio.sleep(0.01)
+            bound = 5 + 0.01 * len(starting)  # up to 5 s, and 10 ms more per server
+            await asyncio.gather(
+                *(s.started_within(self._servers[n][1], bound) for n, _, s, _ in starting)
+            )
             for name, app, server, sock in starting:
                 if not server.started:
                     sock.close()

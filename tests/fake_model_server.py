@@ -11,10 +11,9 @@ its own, and stops by itself (bounded) when the block ends.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import socket
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import uvicorn
@@ -24,6 +23,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from coreagent_sdk._attach._inbox import inbox_ask
+from coreagent_sdk.host import PromptServer
 
 
 def _ask(text: str) -> str:
@@ -36,13 +36,11 @@ def _peer_of(prompt: str) -> str:
     return words[words.index("ask") + 1].strip("?.,!") if "ask" in words[:-1] else "nobody"
 
 
-class _Server(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        # uvicorn's own would swap SIGINT's handler while pytest-asyncio's runner has its
-        # own in place, and put the runner's back after the runner is gone: a handler left
-        # behind for every later test. The test stops this server itself.
-        yield
+# The SDK's own server class: it leaves the process's signals alone (uvicorn's own would swap
+# SIGINT's handler while pytest-asyncio's runner has its own in place, and put the runner's
+# back after the runner is gone: a handler left behind for every later test), and it starts
+# and stops when told rather than at uvicorn's next 0.1 s tick.
+_Server = PromptServer
 
 
 class LoopbackModelServer:
@@ -186,11 +184,7 @@ async def serve_on_loopback(app: Any) -> tuple[uvicorn.Server, asyncio.Task[None
     config = uvicorn.Config(app, lifespan="off", log_level="warning", interface="asgi3")
     server = _Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
-    for _ in range(500):  # at most 10 s
-        if server.started:
-            break
-        await asyncio.sleep(0.02)
-    assert server.started, "the model server on 127.0.0.1 did not start"
+    assert await server.started_within(task, 10), "the model server on 127.0.0.1 did not start"
     return server, task, port
 
 

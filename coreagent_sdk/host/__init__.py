@@ -28,8 +28,9 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 # Helpers the simulator builds on, importable from here as before but not part of the API
 # (not in __all__, not in the reference): a fleet's HTML table, a URL as errors show it, a
 # server's text cut and scrubbed, token checks, the host's base-URL check and transport, and
-# the command lines' parser that never repeats a refused value, and the delegation hop of an
-# A2A agent that is not a host (its calls take their deadline and parent from the sender's).
+# the command lines' parser that never repeats a refused value, the delegation hop of an
+# A2A agent that is not a host (its calls take their deadline and parent from the sender's),
+# and the uvicorn server every server of the SDK runs.
 from .._attach._token import checked_token as checked_token
 from .._attach._token import read_token as read_token
 from .._display._render import fleet_html as fleet_html
@@ -56,6 +57,7 @@ from ._model_agent import (
     ModelAgent,
 )
 from ._peers_handlers import MAX_REGISTER_BYTES
+from ._prompt_server import PromptServer as PromptServer
 from ._ratelimit import SessionRateLimit
 from ._registry import DEFAULT_TTL, MAX_TTL, Identity, PeerRegistry
 from ._registry import _Entry as RegistryEntry

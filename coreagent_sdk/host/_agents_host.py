@@ -46,6 +46,7 @@ from ._attach_auth import read_attach_token
 from ._collector import serving_collector
 from ._host import DEFAULT_GRACE, AgentHost
 from ._joining import HostRegistrations
+from ._prompt_server import PromptServer
 from ._replies import _text
 from ._runtimes import Runtimes
 from ._serve import (
@@ -58,7 +59,6 @@ from ._serve import (
     STOP_BUDGET,
     _in_kernel,
     _listen,
-    _server_class,
     _signals,
 )
 from ._session import REPLAY_WINDOW
@@ -410,7 +410,7 @@ class MultiAgentHost:
                 # process's loggers left as their user set them (see _server_logs).
                 **quiet_server_options(uvicorn_options()),
             )
-            server = _server_class()(config)
+            server = PromptServer(config)
             self._stop = asyncio.Event()
             serving = asyncio.get_running_loop().create_task(server.serve(sockets=sockets))
             with serving_collector(tune_gc, _in_kernel()):
@@ -426,7 +426,7 @@ class MultiAgentHost:
 
     async def _run(
         self,
-        server: Any,
+        server: PromptServer,
         serving: asyncio.Task[None],
         host: str,
         grace: float,
@@ -437,11 +437,7 @@ class MultiAgentHost:
         registrations: HostRegistrations | None = None
         try:
             with _signals(self._stop, handle_signals):
-                for _ in range(int(_STARTUP_TIMEOUT / _POLL)):  # bounded: uvicorn has no event
-                    if server.started or serving.done():
-                        break
-                    await asyncio.sleep(_POLL)
-                if not server.started:
+                if not await server.started_within(serving, _STARTUP_TIMEOUT):
                     raise RuntimeError(f"MultiAgentHost.serve: {host} did not start listening")
                 if self.register_to is not None:
                     registrations = HostRegistrations(

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import signal
 import socket
 import sys
@@ -32,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from .._peer._registration import PeerRegistration
 from ._collector import serving_collector
+from ._prompt_server import PromptServer
 
 if TYPE_CHECKING:
     from ._host import AgentHost
@@ -47,41 +47,6 @@ _SHUTDOWN_WAIT = 2 * _CLOSE_TIMEOUT + 1  # how long serve() waits for uvicorn to
 _MAX_GRACE = STOP_BUDGET - HUB_TIMEOUT - _SHUTDOWN_WAIT
 _STARTUP_TIMEOUT = 10.0
 _POLL = 0.02
-
-
-class _CutAtShutdown(logging.Filter):
-    """Drops uvicorn's traceback of a request it cancelled itself at the end of a stop.
-
-    A caller still sending its body when the host stops is cut off after uvicorn's
-    graceful timeout; uvicorn then logs the cancellation as "Exception in ASGI
-    application" with a traceback, as if the host had crashed. Its own line saying it
-    cancelled the tasks stays.
-    """
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        return not (
-            isinstance(exc, asyncio.CancelledError)
-            and "timeout graceful shutdown exceeded" in str(exc)
-        )
-
-
-_CUT_AT_SHUTDOWN = _CutAtShutdown()
-
-
-def _server_class() -> type:
-    import uvicorn
-
-    logging.getLogger("uvicorn.error").addFilter(_CUT_AT_SHUTDOWN)  # once: filters are a set
-
-    class _Server(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            # The host handles SIGTERM itself: uvicorn would re-raise it after shutting
-            # down, killing the process before the host deregistered.
-            yield
-
-    return _Server
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -163,17 +128,13 @@ async def serve(
         # process's loggers left as their user set them (see _server_logs).
         **quiet_server_options(uvicorn_options()),
     )
-    server = _server_class()(config)
+    server = PromptServer(config)
     stop = host_app._stop = asyncio.Event()
     serving = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
     registration: PeerRegistration | None = None
     try:
         with _signals(stop, handle_signals), serving_collector(tune_gc, _in_kernel()):
-            for _ in range(int(_STARTUP_TIMEOUT / _POLL)):  # bounded: uvicorn has no event
-                if server.started or serving.done():
-                    break
-                await asyncio.sleep(_POLL)
-            if not server.started:
+            if not await server.started_within(serving, _STARTUP_TIMEOUT):
                 raise RuntimeError(f"AgentHost.serve: {url} did not start listening")
             if host_app.register_to is not None:
                 registration = PeerRegistration(

@@ -16,8 +16,8 @@ import ipaddress
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -27,6 +27,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._attach._token import checked_token, credential_variable, variable_unset, variable_where
 from ..host._attach_auth import presented_token, token_matches
+from ..host._prompt_server import PromptServer
+
+_STARTUP_TIMEOUT = 10.0  # from the socket bound to it listening, at most
 
 if TYPE_CHECKING:
     from ._serve_server import ServedTools
@@ -112,18 +115,6 @@ def http_app(served: ServedTools, *, token_env: str | None, path: str, host: str
     return Starlette(routes=[Mount("/", app=app)], lifespan=lifespan)
 
 
-def _server_class() -> Any:
-    import uvicorn
-
-    class _Server(uvicorn.Server):
-        # Whoever runs the server owns the process's signals (the CLI, a test, an app).
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield
-
-    return uvicorn, _Server
-
-
 @contextlib.asynccontextmanager
 async def serving_http(
     served: ServedTools, *, host: str, port: int, token_env: str | None, path: str
@@ -136,20 +127,21 @@ async def serving_http(
             "on 127.0.0.1"
         )
     app = http_app(served, token_env=token_env, path=path, host=host)
-    uvicorn, server_class = _server_class()
+    import uvicorn
+
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
-    server = server_class(config)
+    server = PromptServer(config)  # starts and stops when told; signals are its owner's
     task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
     try:
-        while not server.started:
+        if not await server.started_within(task, _STARTUP_TIMEOUT):
             if task.done():
                 task.result()  # raises what stopped it
                 raise RuntimeError("mcp: the HTTP server stopped before it started")
-            await asyncio.sleep(0.005)
+            raise RuntimeError(f"mcp: the HTTP server on {host}:{port} did not start listening")
         shown = f"[{host}]" if ":" in host else host
         yield f"http://{shown}:{sock.getsockname()[1]}{path}"
     finally:

@@ -1,0 +1,163 @@
+"""Every server the SDK runs starts and stops when told, on no timer of uvicorn's.
+
+uvicorn's own server looks whether it should exit every 0.1 s and sleeps 0.1 s
+more in its shutdown: an idle host took 0.11 to 0.19 s to stop. These tests stop
+the running loop's clock while a server starts and while it stops, so any wait
+on a timer (a poll, a tick, a sleep) never ends: what finishes here waited only
+on events. A watchdog thread ends a test that hangs, after 10 s of real time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+
+from coreagent_sdk.host import AgentHost, MultiAgentHost, Turn
+from simulator import Fleet, behaviors
+
+T = TypeVar("T")
+WATCHDOG = 10.0  # seconds of real time
+
+
+async def echo(turn: Turn) -> None:
+    await turn.say(turn.prompt)
+
+
+async def without_timers(step: Awaitable[T], watchdog: float = WATCHDOG) -> T:
+    """`step`'s result, awaited with the loop's clock stopped (failing after `watchdog` s).
+
+    Once the watchdog fires, the clock runs again before `step` is cancelled, so what it
+    does on its way out (its own timers included) ends as it would anywhere.
+    """
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(step)
+    now = loop.time()
+    expired = False
+
+    def expire() -> None:
+        nonlocal expired
+        expired = True
+        with contextlib.suppress(AttributeError):
+            del loop.time  # type: ignore[method-assign]
+        task.cancel()
+
+    timer = threading.Timer(watchdog, loop.call_soon_threadsafe, (expire,))
+    loop.time = lambda: now  # type: ignore[method-assign]
+    timer.start()
+    try:
+        with contextlib.suppress(asyncio.CancelledError):  # (raised again below if not ours)
+            result = await task
+    finally:
+        timer.cancel()
+        with contextlib.suppress(AttributeError):
+            del loop.time  # type: ignore[method-assign]
+    # However it ended (a step may swallow the cancel on its way out), a fired watchdog fails.
+    if expired:
+        pytest.fail(f"it waited on a timer: it did not end in {watchdog:g} s")
+    if task.cancelled():
+        raise asyncio.CancelledError
+    return result
+
+
+def in_background(host: AgentHost | MultiAgentHost) -> tuple[asyncio.Task[None], Any]:
+    """`host` serving on a free port: (its task, a future of what on_ready was given)."""
+    ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    task = asyncio.ensure_future(
+        host.serve(on_ready=ready.set_result, handle_signals=False, grace=0)
+    )
+    task.add_done_callback(lambda _: ready.done() or ready.set_exception(RuntimeError("ended")))
+    return task, ready
+
+
+async def test_the_clock_stop_catches_a_wait_on_a_timer() -> None:
+    # The harness itself: a 0.1 s sleep, uvicorn's tick, never ends with the clock stopped.
+    with pytest.raises(pytest.fail.Exception, match="waited on a timer"):
+        await without_timers(asyncio.sleep(0.1), watchdog=0.3)
+
+
+async def test_an_agent_host_starts_and_an_idle_one_stops_with_the_loops_clock_stopped() -> None:
+    host = AgentHost("alpha", behavior=echo)
+    task, ready = in_background(host)
+    url = await without_timers(ready)
+    assert url.startswith("http://127.0.0.1:")
+    host.stop()
+    await without_timers(task)
+    with pytest.raises(httpx.ConnectError):  # it listens no more
+        async with httpx.AsyncClient() as client:
+            await client.get(url + "/sessions")
+
+
+async def test_a_host_that_answered_a_request_stops_with_the_loops_clock_stopped() -> None:
+    # The client's connection closed before the stop: the shutdown has none to wait for.
+    host = AgentHost("alpha", behavior=echo)
+    task, ready = in_background(host)
+    url = await asyncio.wait_for(ready, 10)
+    async with httpx.AsyncClient() as client:
+        assert (await client.get(url + "/sessions")).status_code == 200
+    host.stop()
+    await without_timers(task)
+
+
+async def test_a_host_stops_at_once_and_closes_a_connection_a_client_keeps_alive() -> None:
+    host = AgentHost("alpha", behavior=echo)
+    task, ready = in_background(host)
+    url = await asyncio.wait_for(ready, 10)
+    port = int(url.rsplit(":", 1)[1])
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(b"GET /sessions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        assert head.startswith(b"HTTP/1.1 200") and b"connection: close" not in head.lower()
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        host.stop()
+        await asyncio.wait_for(task, 10)
+        # Well inside uvicorn's own 0.1 s sleep and tick (a generous bound: a busy machine).
+        assert loop.time() - began < 0.1
+        rest = await asyncio.wait_for(reader.read(), 10)  # the host closed it: end of stream
+        assert b"HTTP/1.1" not in rest
+    finally:
+        writer.close()
+
+
+async def test_a_multi_agent_host_starts_and_stops_with_the_loops_clock_stopped() -> None:
+    host = MultiAgentHost()
+    host.add("alpha", behavior=echo)
+    host.add("beta", behavior=echo)
+    task, ready = in_background(host)
+    urls = await without_timers(ready)
+    assert sorted(urls) == ["alpha", "beta"]
+    host.stop()
+    await without_timers(task)
+
+
+async def test_a_served_fleet_starts_and_stops_its_servers_with_the_loops_clock_stopped() -> None:
+    fleet = Fleet()
+    try:
+        for name in ("alpha", "beta", "gamma"):
+            fleet.add_peer(name, behavior=behaviors.echo())
+        served = await without_timers(fleet.serve())
+        assert sorted(served.urls) == ["alpha", "beta", "gamma", "hub"]
+        await without_timers(served.aclose())
+        assert served.urls == {}
+    finally:
+        await fleet.aclose()
+
+
+async def test_an_mcp_server_over_http_starts_and_stops_with_the_loops_clock_stopped() -> None:
+    pytest.importorskip("mcp")
+    from coreagent_sdk.mcp import AgentMCPServer
+
+    serving = AgentMCPServer(behaviors.echo(), name="echo").serve_http(port=0)
+    url = await without_timers(serving.__aenter__())
+    port = int(url.split(":")[2].split("/")[0])
+    with socket.create_connection(("127.0.0.1", port), timeout=10):
+        pass  # it listens
+    await without_timers(serving.__aexit__(None, None, None))
