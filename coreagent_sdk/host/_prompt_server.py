@@ -91,6 +91,8 @@ class PromptServer(uvicorn.Server):
         self._loop = asyncio.get_running_loop()
         if self._exiting:  # told to stop before its loop was known
             self._exit.set()
+        else:  # served again after a stop: a set event would make the main loop spin
+            self._exit.clear()
         await super().startup(sockets=sockets)
         self._listening.set()
 
