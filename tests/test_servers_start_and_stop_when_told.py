@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 import threading
 from collections.abc import Awaitable
@@ -161,3 +162,27 @@ async def test_an_mcp_server_over_http_starts_and_stops_with_the_loops_clock_sto
     with socket.create_connection(("127.0.0.1", port), timeout=10):
         pass  # it listens
     await without_timers(serving.__aexit__(None, None, None))
+
+
+async def test_a_caller_still_sending_its_body_when_the_host_stops_is_cut_with_no_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    host = AgentHost("alpha", behavior=echo)
+    task, ready = in_background(host)
+    url = await asyncio.wait_for(ready, 10)
+    port = int(url.rsplit(":", 1)[1])
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        head = b"POST /sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n"
+        writer.write(head + b'{"agent": ')  # and nothing more: its request stays running
+        await writer.drain()
+        await asyncio.sleep(0.05)  # the request has reached the host and waits for its body
+        with caplog.at_level(logging.DEBUG):
+            host.stop()
+            await asyncio.wait_for(task, 10)
+            rest = await asyncio.wait_for(reader.read(), 10)  # cut: end of stream
+    finally:
+        writer.close()
+    assert b"HTTP/1.1 201" not in rest  # no session was made of half a body
+    assert not any(r.exc_info for r in caplog.records), [r.getMessage() for r in caplog.records]
+    assert host.sessions.keys() <= {"default"}
