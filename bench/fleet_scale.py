@@ -7,15 +7,16 @@ from the same run:
    peer chosen at random, measured by `bench/sim_inproc.py`'s own workers, so
    the two benches measure the same thing the same way: one process per size
    and directory, built, warmed for 0.5 s and frozen out of the collector's
-   passes, then short windows taking turns (``--rounds`` of ``--seconds``), one
-   seeded sequence of peers per fleet that runs on from window to window. With
+   passes, then adjacent pairs of short windows, each N-peer window beside a
+   10-peer one (``--pairs`` of ``--seconds``), one seeded sequence of peers per
+   fleet that runs on from window to window. With
    the fleet's default directory (`fleet.call_peer()`, which resolves names in
    the hub's registry), `HubDirectory` over the in-process transport (`GET
    /peers` per lookup, shared by the calls in flight) and `HubDirectory(max_age=1)`
    (lookups from a roster at most 1 s old, refreshed in the background).
-   Baseline: the 10-peer windows of the same directory, paired round by round
-   (the median of the rounds' ratios, of the rate and of the CPU per
-   delegation), and the quiet third's CPU ratio (see `bench/sim_inproc.py`).
+   Baseline: the 10-peer windows of the same directory, read pair by pair (the
+   median of the pairs' ratios of the CPU per delegation, with its 95% interval,
+   and of the rate; see `bench/sim_inproc.py`).
    Then the process time of one `GET /peers` refresh (hub listing plus
    decoding) with 3% of the leases renewed.
 2. A 10,000-peer fleet idling (leases of `--idle-ttl` s, renewed lazily):
@@ -26,7 +27,7 @@ from the same run:
 4. 10,000 delegations in one fleet: memory per call (tracemalloc) over the
    first and the last thousand.
 
-    python bench/fleet_scale.py [--rounds 12] [--seconds 1.5] [--idle 30] [--quick]
+    python bench/fleet_scale.py [--pairs 100] [--seconds 0.15] [--idle 30] [--quick]
 
 Every loop is bounded by a count and a time; nothing leaves 127.0.0.1.
 """
@@ -109,10 +110,10 @@ def failure_kind(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text.split(':', 2)[-1].strip()[:120]}"
 
 
-def in_process(sizes: list[int], rounds: int, seconds: float) -> None:
+def in_process(sizes: list[int], pairs: int, seconds: float) -> None:
     """Table 1, measured by `bench/sim_inproc.py`'s own workers (one process per size and
-    directory, short windows taking turns, paired ratios): the two benches measure the
-    same thing the same way, by construction."""
+    directory, adjacent pairs of short windows, ratios read pair by pair): the two benches
+    measure the same thing the same way, by construction."""
     from pathlib import Path
 
     import sim_inproc
@@ -126,26 +127,31 @@ def in_process(sizes: list[int], rounds: int, seconds: float) -> None:
         for kind in kinds
         for size in sizes
     }
+    comparisons = [((kind, sizes[0]), (kind, size)) for kind in kinds for size in sizes[1:]]
     try:
         for worker in workers.values():
             worker.ready()  # one build at a time
-        runs = sim_inproc.interleave(workers, rounds, seconds, show=False)
+        got = sim_inproc.alternate(workers, comparisons, pairs, seconds, show=False)
     finally:
         for worker in workers.values():
             worker.close()
-    print(f"   {rounds} rounds of {seconds:g} s windows taking turns (bench/sim_inproc.py)")
+    windows = [w for pair in got.values() for both in pair for w in both]
+    print(f"   {pairs} adjacent pairs of {seconds:g} s windows per size (bench/sim_inproc.py)")
+    print(f"   {sim_inproc.machine(windows)}")
     print(
-        f"   {'directory':<16} {'peers':>7} {'best/s':>8} {'median CPU ms':>14} "
-        f"{'vs 10 peers: quiet CPU':>23} {'paired':>7} {'(CPU)':>6}"
+        f"   {'directory':<16} {'peers':>7} {'median/s':>9} {'median CPU ms':>14} "
+        f"{'vs 10 peers: paired CPU':>24} {'(95%)':>13} {'rate':>6}"
     )
     for kind, name in kinds.items():
-        for size in sizes:
-            got = runs[kind, size]
-            ratio = sim_inproc.paired(runs, (kind, size), (kind, sizes[0]))
-            cpu = statistics.median(g["cpu_ms"] for g in got)
+        for size in sizes[1:]:
+            pairs_of = got[(kind, sizes[0]), (kind, size)]
+            ratio = sim_inproc.ratios(pairs_of)
+            rates = [b["rate"] for _, b in pairs_of]
+            cpu = statistics.median(b["cpu_ms"] for _, b in pairs_of)
             print(
-                f"   {name:<16} {size:>7,} {max(g['rate'] for g in got):>8.0f} {cpu:>14.3f} "
-                f"{ratio['quiet_cpu']:>23.2f} {ratio['paired']:>7.2f} {ratio['paired_cpu']:>6.2f}"
+                f"   {name:<16} {size:>7,} {statistics.median(rates):>9.0f} {cpu:>14.3f} "
+                f"{ratio['cpu']:>24.2f} {ratio['cpu_low']:>6.2f}-{ratio['cpu_high']:<6.2f} "
+                f"{ratio['rate']:>6.2f}"
             )
 
 
@@ -271,7 +277,7 @@ async def main(args: argparse.Namespace) -> None:
     sizes = [10, 100, 1_000] if args.quick else [10, 100, 1_000, 10_000]
     steps: list[list[Callable[[], Awaitable[None]]]] = [
         [
-            lambda: asyncio.to_thread(in_process, sizes, args.rounds, args.seconds),
+            lambda: asyncio.to_thread(in_process, sizes, args.pairs, args.seconds),
             lambda: refresh_table(sizes),
         ],
         [lambda: idle(sizes[-1], args.idle, args.idle_ttl)],
@@ -286,8 +292,8 @@ async def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=12)
-    parser.add_argument("--seconds", type=float, default=1.5)
+    parser.add_argument("--pairs", type=int, default=100, help="table 1's pairs of windows")
+    parser.add_argument("--seconds", type=float, default=0.15, help="table 1's window")
     parser.add_argument("--idle", type=float, default=30.0)
     parser.add_argument("--idle-ttl", type=float, default=3.0)
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")

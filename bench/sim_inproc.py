@@ -20,38 +20,42 @@ the same for every size), so a large fleet's calls go to peers it has not
 called yet or not lately, as a real caller's do; round-robin over the roster
 hid that (it met each peer's state in the order it was made).
 
-How it is measured (changed in round six, for steadiness; what is measured is
-as before): every configuration (checkout, size, directory) is a **worker
-process of its own** that stays up for the whole run (`python
-bench/sim_inproc.py --serve SIZE KIND`, run with the checkout's own interpreter
-and with the checkout as its working directory, so it imports that checkout's
-code). It builds its fleet, warms up for half a second and then waits, idle,
-for the next window; before each window it freezes what it holds so far out of
-the collector's passes (gc.collect(); gc.freeze(): the fleet, and the sessions
-and call records earlier windows left), so every window starts from the heap
-the first one met. The workers take turns: many short windows (``--rounds`` of
-``--seconds`` each, 24 of 0.5 s by default), one worker running at a time, the
-order rotated every round. Each window reports delegations/s, the worker's own
-CPU ms per delegation, and the collector's ms per delegation (`gc.callbacks`).
+How it is measured (round eight; what is measured is as before): every
+configuration (checkout, size, directory) is a **worker process of its own**
+that stays up for the whole run (`python bench/sim_inproc.py --serve SIZE KIND`,
+run with the checkout's own interpreter and with the checkout as its working
+directory, so it imports that checkout's code). It builds its fleet, warms up for
+half a second and then waits, idle, for the next window; before each window it
+freezes what it holds so far out of the collector's passes (gc.collect();
+gc.freeze(): the fleet, and the sessions and call records earlier windows left),
+so every window starts from the heap the first one met. One worker runs at a
+time. Each comparison (N peers against 10 of the same checkout and directory;
+today against the baseline) is read from **adjacent pairs** of short windows
+(``--pairs`` of ``--seconds``, 100 of 0.15 s by default): the two workers of a
+pair run one right after the other, which goes first alternating pair by pair,
+the comparisons taking turns. Each window reports delegations/s, the worker's
+own CPU ms per delegation, the collector's ms per delegation (`gc.callbacks`),
+and a **control**: the CPU time of a fixed pure-Python loop run just before and
+just after it.
 
-Ratios, N peers against 10 of the same checkout and directory: **the quiet
-third's CPU** (the mean of each configuration's lowest third of windows' CPU per
-delegation, 10 peers' over N peers'), the **paired median** (each round's N-peer
-window against that round's 10-peer window, rate and CPU), the best rate and the
-least CPU. Why: on this 2-core VM a process's CPU per delegation is bimodal from
-one half second to the next (0.84 to 1.51 ms for the same worker at load 1.2),
-as the other core's work takes the shared 32 MiB L3 or leaves it (the VM has
-no hyperthreads; a 10,000-peer fleet's tens of megabytes live in L3, not in
-the 1 MiB L2). Before this, each configuration was a fresh process of 3 to 4 s
-and a run held three of them: the same 10-peer configuration gave 1.28, 0.93
-and 0.81 ms in three rounds of one run, a noise as large as the 10% the goal is
-about. The quiet third reads each configuration where the other core left it
-the cache; the paired median reads them under the same neighbour. For the part
-of the cost that is instructions, count them instead: callgrind over a reduced
-run is deterministic to 0.05% (docs/benchmarks.md, "Round six").
+Why: the machine's own speed swings. The control loop, which touches no memory to
+speak of, takes 1.0 ms in some moments and 1.6 to 1.9 ms in others on an idle VM
+with nothing of ours running, in spells of tens of milliseconds to seconds (the
+VM's core is shared with work outside it); a worker's CPU per delegation swung
+1.0 to 2.1 ms between half-second windows alike. Windows of 0.5 s taking turns
+among five workers put 2 s between the two windows of a ratio, and the machine
+changed state between them; two windows of 0.15 s side by side mostly meet one
+state. Ratios: the **paired CPU** (the median over pairs of the 10-peer window's
+CPU per delegation over the N-peer one's, with a 95% interval for the median by
+order statistics), the **paired rate** (the median of the N-peer window's rate
+over the 10-peer one's) and the paired CPU over the **matched** pairs alone (the
+four controls of the pair within 5% of one another: the machine ran at one speed
+through both; chosen by the control alone, never by what the pair measured). For
+the part of the cost that is instructions, count them instead: callgrind over a
+reduced run is deterministic (docs/benchmarks.md, "Round seven").
 
-    python bench/sim_inproc.py [--baseline /tmp/sim-46adac7] [--rounds 24] \\
-        [--seconds 0.5] [--sizes 10 10000 100000] [--aged-sizes 10 10000]
+    python bench/sim_inproc.py [--baseline /tmp/sim-46adac7] [--pairs 100] \\
+        [--seconds 0.15] [--sizes 10 10000 100000] [--aged-sizes 10 10000]
 
 Every loop is bounded by a count and a time; nothing leaves the process (the
 fleet's in-process transport).
@@ -63,6 +67,7 @@ import argparse
 import asyncio
 import gc
 import json
+import math
 import os
 import random
 import select
@@ -80,6 +85,10 @@ MAX_CALLS = 1_000_000  # a bound on one window, whatever the time says
 BUILD_TIMEOUT = 600.0  # seconds a worker may take to build and warm its fleet
 WINDOW_TIMEOUT = 120.0  # seconds past its length one window may take
 WARM_UP = 0.5  # seconds of calls before the fleet is frozen
+PAIRS = 100  # adjacent pairs of windows per comparison
+WINDOW = 0.15  # seconds: shorter than most of the machine's slow and fast spells
+CONTROL_LOOPS = 30_000  # the control loop's length: 1.5 to 3 ms of CPU here
+MATCHED = 0.05  # a pair is matched when its four controls agree within 5%
 KINDS = {
     "fleet": "the fleet's directory (fleet.call_peer())",
     "hub": "HubDirectory (GET /peers per lookup)",
@@ -170,7 +179,10 @@ def serve(size: int, kind: str) -> None:
             # full passes' growing cost over a long run stays out of the later windows.
             gc.collect()
             gc.freeze()
+            before = control()
             got = loop.run_until_complete(fleet.window(float(words[1])))
+            got["control_before"], got["control_after"] = before, control()
+            got["control_ms"] = (before + got["control_after"]) / 2
             print(json.dumps(got), flush=True)
         loop.run_until_complete(fleet.aclose())
     finally:
@@ -243,29 +255,56 @@ class Worker:
                 self.proc.wait()
 
 
-def interleave(
-    workers: dict[Any, Worker], rounds: int, seconds: float, show: bool = True
-) -> dict[Any, list[dict[str, float]]]:
-    """`rounds` windows of `seconds` per worker, one worker at a time, the order rotated
-    each round so no worker always follows the same one. Every worker is built (one at a
-    time, so none builds while another measures) before the first window."""
+def control() -> float:
+    """CPU ms of a fixed pure-Python loop: the machine's speed just now, whatever we run.
+
+    The loop touches no memory to speak of (one small int), so what moves its time is the
+    core it runs on: on this VM it takes 1.0 ms in some moments and 1.6 to 1.9 ms in others,
+    an idle machine and no other process of ours running (docs/benchmarks.md, "Round eight").
+    """
+    started = time.process_time()
+    x = 0
+    for i in range(CONTROL_LOOPS):
+        x = (x * 31 + i) & 0xFFFF
+    return 1000 * (time.process_time() - started)
+
+
+def alternate(
+    workers: dict[Any, Worker],
+    comparisons: list[tuple[Any, Any]],
+    pairs: int,
+    seconds: float,
+    show: bool = True,
+) -> dict[tuple[Any, Any], list[tuple[dict[str, float], dict[str, float]]]]:
+    """`pairs` adjacent pairs of windows of `seconds` for each (small, large) comparison:
+    the two workers of a pair run one right after the other, so both meet the machine in
+    the same state; which goes first alternates pair by pair, and the comparisons take
+    turns, their order rotated each pair. Every worker is built (one at a time, so none
+    builds while another measures) before the first window."""
     for worker in workers.values():
         worker.ready()
-    runs: dict[Any, list[dict[str, float]]] = {key: [] for key in workers}
-    keys = list(workers)
-    for r in range(rounds):
-        turn = keys[r % len(keys) :] + keys[: r % len(keys)]
-        for key in turn:
-            got = workers[key].window(seconds)
-            runs[key].append(got)
-            if show:
-                print(
-                    f"  round {r + 1:>2} {_label(key):<26} {got['rate']:7.1f}/s "
-                    f"{got['cpu_ms']:6.3f} CPU ms, {got['gc_ms']:5.3f} gc ms/delegation "
-                    f"(load {_load()})",
-                    flush=True,
-                )
-    return runs
+    got: dict[tuple[Any, Any], list[tuple[dict[str, float], dict[str, float]]]] = {
+        c: [] for c in comparisons
+    }
+    for p in range(pairs):
+        turn = comparisons[p % len(comparisons) :] + comparisons[: p % len(comparisons)]
+        line = []
+        for small, large in turn:
+            if p % 2:
+                b = workers[large].window(seconds)
+                a = workers[small].window(seconds)
+            else:
+                a = workers[small].window(seconds)
+                b = workers[large].window(seconds)
+            got[small, large].append((a, b))
+            line.append(f"{a['cpu_ms'] / b['cpu_ms']:5.2f}")
+        if show and (p % 10 == 9 or p == pairs - 1):
+            print(
+                f"  pair {p + 1:>3}: CPU ratios {' '.join(line)} "
+                f"(control {a['control_ms']:.2f} ms; load {_load()})",
+                flush=True,
+            )
+    return got
 
 
 def _label(key: tuple[str, str, int]) -> str:
@@ -273,31 +312,62 @@ def _label(key: tuple[str, str, int]) -> str:
     return f"{name}, {'max_age=1' if kind == 'aged' else kind} {size:,}"
 
 
-def _quiet(values: list[float]) -> float:
-    """The mean of the lowest third of `values`."""
-    low = sorted(values)[: max(1, len(values) // 3)]
-    return statistics.fmean(low)
+def _median_ci(values: list[float]) -> tuple[float, float, float]:
+    """The median and a 95% interval for it (order statistics: ranks n/2 -+ 0.98 sqrt(n))."""
+    s = sorted(values)
+    n = len(s)
+    half = 0.98 * math.sqrt(n)
+    low, high = max(0, math.floor(n / 2 - half)), min(n - 1, math.ceil(n / 2 + half) - 1)
+    return statistics.median(s), s[low], s[high]
 
 
-def paired(runs: dict[Any, list[dict[str, float]]], large: Any, small: Any) -> dict[str, float]:
-    """`large` against `small`: best rate ratio, median of the rounds' paired rate and
-    CPU ratios, the ratio of the least CPU per delegation (small's / large's) and of the
-    quiet third's (the mean of each one's lowest third of windows' CPU per delegation)."""
-    a, b = runs[large], runs[small]
+def ratios(
+    pairs: list[tuple[dict[str, float], dict[str, float]]], tolerance: float = MATCHED
+) -> dict[str, float]:
+    """Large against small over adjacent pairs: the median of the pairs' CPU ratios (small's
+    CPU per delegation over large's) with its 95% interval, of their rate ratios (large's
+    over small's), and the CPU ratios' median over the **matched** pairs alone: those whose
+    four control loops (before and after each window) agree within `tolerance`, so the
+    machine ran at one speed through both windows. The selection looks only at the control,
+    never at what the pair measured."""
+    cpu = [a["cpu_ms"] / b["cpu_ms"] for a, b in pairs]
+    rate = [b["rate"] / a["rate"] for a, b in pairs]
+    matched = [
+        a["cpu_ms"] / b["cpu_ms"]
+        for a, b in pairs
+        if _spread(a["control_before"], a["control_after"], b["control_before"], b["control_after"])
+        <= tolerance
+    ]
+    median, low, high = _median_ci(cpu)
     return {
-        "quiet_cpu": _quiet([g["cpu_ms"] for g in b]) / _quiet([g["cpu_ms"] for g in a]),
-        "best": max(g["rate"] for g in a) / max(g["rate"] for g in b),
-        "paired": statistics.median(x["rate"] / y["rate"] for x, y in zip(a, b, strict=True)),
-        "paired_cpu": statistics.median(
-            y["cpu_ms"] / x["cpu_ms"] for x, y in zip(a, b, strict=True)
-        ),
-        "least_cpu": min(g["cpu_ms"] for g in b) / min(g["cpu_ms"] for g in a),
+        "n": len(pairs),
+        "cpu": median,
+        "cpu_low": low,
+        "cpu_high": high,
+        "rate": statistics.median(rate),
+        "matched": len(matched),
+        "matched_cpu": statistics.median(matched) if matched else math.nan,
     }
+
+
+def _spread(*values: float) -> float:
+    return max(values) / min(values) - 1
 
 
 def _python_of(code: Path) -> str:
     venv = code / ".venv" / "bin" / "python"
     return str(venv) if venv.exists() else sys.executable
+
+
+def machine(windows: list[dict[str, float]]) -> str:
+    """What the control loop said over `windows`: its spread, and how the windows' CPU per
+    delegation moved with it (within each worker)."""
+    ctl = sorted(statistics.fmean((w["control_before"], w["control_after"])) for w in windows)
+    q = [ctl[int(f * (len(ctl) - 1))] for f in (0, 0.1, 0.5, 0.9, 1)]
+    return (
+        f"control loop (CPU ms, before and after each window): min {q[0]:.2f}, 10% {q[1]:.2f}, "
+        f"median {q[2]:.2f}, 90% {q[3]:.2f}, max {q[4]:.2f}"
+    )
 
 
 def compare(args: argparse.Namespace) -> None:
@@ -307,6 +377,12 @@ def compare(args: argparse.Namespace) -> None:
         base = Path(args.baseline).resolve()
         checkouts.insert(0, ("baseline", base, _python_of(base)))
     plan = [("fleet", size) for size in args.sizes] + [("aged", size) for size in args.aged_sizes]
+    comparisons: list[tuple[Any, Any]] = []
+    for name, _, _ in checkouts:
+        for kind, sizes in (("fleet", args.sizes), ("aged", args.aged_sizes)):
+            comparisons += [((name, kind, sizes[0]), (name, kind, large)) for large in sizes[1:]]
+    if args.baseline:
+        comparisons += [(("baseline", kind, size), ("today", kind, size)) for kind, size in plan]
     print(f"load average before: {_load()}", flush=True)
     started = time.perf_counter()
     workers: dict[Any, Worker] = {}
@@ -316,53 +392,50 @@ def compare(args: argparse.Namespace) -> None:
                 workers[name, kind, size] = Worker(code, python, size, kind)
                 workers[name, kind, size].ready()  # one build at a time
         print(f"built in {time.perf_counter() - started:.0f} s (load {_load()})", flush=True)
-        runs = interleave(workers, args.rounds, args.seconds)
+        got = alternate(workers, comparisons, args.pairs, args.seconds)
     finally:
         for worker in workers.values():
             worker.close()
     print(f"load average after: {_load()} ({time.perf_counter() - started:.0f} s)")
     for name, code, _ in checkouts:
         print(f"{name}: {code}")
-    print(f"\n{args.rounds} rounds of {args.seconds:g} s windows, {IN_FLIGHT} in flight")
+    windows: dict[Any, list[dict[str, float]]] = {key: [] for key in workers}
+    for (small, large), pairs in got.items():
+        for a, b in pairs:
+            windows[small].append(a)
+            windows[large].append(b)
+    every = [w for ws in windows.values() for w in ws]
+    print(f"\n{args.pairs} adjacent pairs of {args.seconds:g} s windows, {IN_FLIGHT} in flight")
+    print(machine(every))
     print(
-        f"{'configuration':<28} {'best/s':>8} {'median/s':>9} {'median CPU ms':>14} "
-        f"{'least CPU ms':>13} {'quiet CPU ms':>13} {'median gc ms':>13}"
+        f"{'configuration':<28} {'windows':>8} {'median/s':>9} {'median CPU ms':>14} "
+        f"{'median gc ms':>13} {'CPU ~ control (r)':>18}"
     )
-    for key, got in runs.items():
+    for key, ws in windows.items():
+        ctl = [statistics.fmean((w["control_before"], w["control_after"])) for w in ws]
+        r = statistics.correlation(ctl, [w["cpu_ms"] for w in ws]) if len(ws) > 2 else math.nan
         print(
-            f"{_label(key):<28} {max(g['rate'] for g in got):>8.1f} "
-            f"{statistics.median(g['rate'] for g in got):>9.1f} "
-            f"{statistics.median(g['cpu_ms'] for g in got):>14.3f} "
-            f"{min(g['cpu_ms'] for g in got):>13.3f} "
-            f"{_quiet([g['cpu_ms'] for g in got]):>13.3f} "
-            f"{statistics.median(g['gc_ms'] for g in got):>13.3f}"
+            f"{_label(key):<28} {len(ws):>8} {statistics.median(w['rate'] for w in ws):>9.1f} "
+            f"{statistics.median(w['cpu_ms'] for w in ws):>14.3f} "
+            f"{statistics.median(w['gc_ms'] for w in ws):>13.3f} {r:>18.2f}"
         )
     print()
-    for name, _, _ in checkouts:
-        for kind, sizes in (("fleet", args.sizes), ("aged", args.aged_sizes)):
-            for large in sizes[1:]:
-                r = paired(runs, (name, kind, large), (name, kind, sizes[0]))
-                print(
-                    f"{_label((name, kind, large))} / {sizes[0]} peers: "
-                    f"quiet third's CPU {r['quiet_cpu']:.3f}, paired median {r['paired']:.3f} "
-                    f"(CPU {r['paired_cpu']:.3f}), best {r['best']:.3f}, "
-                    f"least CPU {r['least_cpu']:.3f}"
-                )
-    if args.baseline:
-        for kind, size in plan:
-            r = paired(runs, ("today", kind, size), ("baseline", kind, size))
-            print(
-                f"today / baseline, {_label(('', kind, size))[2:]}: quiet third's CPU "
-                f"{r['quiet_cpu']:.3f}, paired median {r['paired']:.3f} "
-                f"(CPU {r['paired_cpu']:.3f}), best {r['best']:.3f}"
-            )
+    for (small, large), pairs in got.items():
+        r = ratios(pairs)
+        against = f"{small[2]:,} peers" if small[0] == large[0] else "baseline"
+        name = _label(large) if small[0] == large[0] else f"today / baseline, {_label(large)[7:]}"
+        print(
+            f"{name} / {against}: paired CPU {r['cpu']:.3f} (95% {r['cpu_low']:.3f} to "
+            f"{r['cpu_high']:.3f}), paired rate {r['rate']:.3f}; matched pairs "
+            f"{r['matched']:.0f} of {r['n']:.0f}: CPU {r['matched_cpu']:.3f}"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", help="another checkout (with its own .venv) to compare")
-    parser.add_argument("--rounds", type=int, default=24)
-    parser.add_argument("--seconds", type=float, default=0.5)
+    parser.add_argument("--pairs", type=int, default=PAIRS)
+    parser.add_argument("--seconds", type=float, default=WINDOW)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 10_000, 100_000])
     parser.add_argument(
         "--aged-sizes",
