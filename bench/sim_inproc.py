@@ -86,6 +86,7 @@ BUILD_TIMEOUT = 600.0  # seconds a worker may take to build and warm its fleet
 WINDOW_TIMEOUT = 120.0  # seconds past its length one window may take
 WARM_UP = 0.5  # seconds of calls before the fleet is frozen
 PAIRS = 100  # adjacent pairs of windows per comparison
+LEAD_IN = 0.05  # seconds of a window before it is counted: the first wave of 50 calls
 WINDOW = 0.15  # seconds: shorter than most of the machine's slow and fast spells
 CONTROL_LOOPS = 30_000  # the control loop's length: 1.5 to 3 ms of CPU here
 MATCHED = 0.05  # a pair is matched when its four controls agree within 5%
@@ -128,35 +129,44 @@ class _Fleet:
             self.gc_seconds += time.perf_counter() - self._gc_start
 
     async def window(self, secs: float) -> dict[str, float]:
-        """Delegations/s, CPU ms and collector ms per delegation over `secs` seconds."""
+        """Delegations/s, CPU ms and collector ms per delegation over `secs` seconds of
+        steady state: counted from LEAD_IN after the 50 calls start, when the first wave
+        has gone through, to `secs` later; the calls then in flight finish uncounted (the
+        drain, when fewer than 50 are in flight, is no part of the measure either)."""
         done = 0
-        stop = time.perf_counter() + secs
+        began = time.perf_counter()
+        start, stop = began + LEAD_IN, began + LEAD_IN + secs
+        marks: list[tuple[int, float, float, float]] = []  # (done, wall, cpu, gc) at both ends
         counter = iter(range(MAX_CALLS))
         tool, pick, size = self.tool, self.pick, self.size
 
         async def worker() -> None:
             nonlocal done
             for _ in counter:  # shared by the workers: bounded by MAX_CALLS in all
-                if time.perf_counter() >= stop:
-                    return
                 result = await tool.acall(peer=f"p-{pick(size)}", prompt=PROMPT)
                 assert result.response == PROMPT, result
                 done += 1
+                now = time.perf_counter()
+                if len(marks) < 2 and now >= (start if not marks else stop):
+                    marks.append((done, now, time.process_time(), self.gc_seconds))
+                if len(marks) == 2:
+                    return
 
         self.gc_seconds = 0.0
         gc.callbacks.append(self._on_gc)
         try:
-            wall, cpu = time.perf_counter(), time.process_time()
             await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
-            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         finally:
             gc.callbacks.remove(self._on_gc)
-        calls = max(done, 1)
+        if len(marks) < 2:  # MAX_CALLS reached first
+            raise RuntimeError(f"a window of {secs:g} s did not reach its end mark")
+        (d0, w0, c0, g0), (d1, w1, c1, g1) = marks
+        calls = max(d1 - d0, 1)
         return {
-            "rate": done / wall,
-            "cpu_ms": 1000 * cpu / calls,
-            "gc_ms": 1000 * self.gc_seconds / calls,
-            "calls": done,
+            "rate": (d1 - d0) / (w1 - w0),
+            "cpu_ms": 1000 * (c1 - c0) / calls,
+            "gc_ms": 1000 * (g1 - g0) / calls,
+            "calls": d1 - d0,
         }
 
     async def aclose(self) -> None:
@@ -326,7 +336,9 @@ def ratios(
 ) -> dict[str, float]:
     """Large against small over adjacent pairs: the median of the pairs' CPU ratios (small's
     CPU per delegation over large's) with its 95% interval, of their rate ratios (large's
-    over small's), and the CPU ratios' median over the **matched** pairs alone: those whose
+    over small's), the **pooled** ratios (every window's calls, CPU and time summed: what
+    a median leaves out, such as a `max_age=1` refresh landing in one window of three, is
+    in them), and the CPU ratios' median over the **matched** pairs alone: those whose
     four control loops (before and after each window) agree within `tolerance`, so the
     machine ran at one speed through both windows. The selection looks only at the control,
     never at what the pair measured."""
@@ -339,7 +351,14 @@ def ratios(
         <= tolerance
     ]
     median, low, high = _median_ci(cpu)
+    calls_a, calls_b = sum(a["calls"] for a, _ in pairs), sum(b["calls"] for _, b in pairs)
+    cpu_a = sum(a["cpu_ms"] * a["calls"] for a, _ in pairs) / calls_a
+    cpu_b = sum(b["cpu_ms"] * b["calls"] for _, b in pairs) / calls_b
+    wall_a = sum(a["calls"] / a["rate"] for a, _ in pairs)
+    wall_b = sum(b["calls"] / b["rate"] for _, b in pairs)
     return {
+        "pooled_rate": (calls_b / wall_b) / (calls_a / wall_a),
+        "pooled_cpu": cpu_a / cpu_b,
         "n": len(pairs),
         "cpu": median,
         "cpu_low": low,
@@ -426,7 +445,8 @@ def compare(args: argparse.Namespace) -> None:
         name = _label(large) if small[0] == large[0] else f"today / baseline, {_label(large)[7:]}"
         print(
             f"{name} / {against}: paired CPU {r['cpu']:.3f} (95% {r['cpu_low']:.3f} to "
-            f"{r['cpu_high']:.3f}), paired rate {r['rate']:.3f}; matched pairs "
+            f"{r['cpu_high']:.3f}), paired rate {r['rate']:.3f}; pooled rate "
+            f"{r['pooled_rate']:.3f}, CPU {r['pooled_cpu']:.3f}; matched pairs "
             f"{r['matched']:.0f} of {r['n']:.0f}: CPU {r['matched_cpu']:.3f}"
         )
 
