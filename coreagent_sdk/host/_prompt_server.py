@@ -33,6 +33,7 @@ __all__ = ["PromptServer"]
 
 _TICK = 1.0  # uvicorn refreshes its Date header once a second; so does this main loop
 _WATCH = 0.005  # how often a shutdown looks whether the connections have closed
+_SETTLE = 3  # passes of the loop a shutdown gives connections being accepted and closed
 _CANCELLED = "Task cancelled, timeout graceful shutdown exceeded"
 
 
@@ -104,18 +105,33 @@ class PromptServer(uvicorn.Server):
             counter += 10  # on_tick refreshes the Date header when counter % 10 == 0
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for _ in range(_SETTLE):
+            # A connection accepted in the pass that woke this stop makes its transport a
+            # pass later: on a listener still open (from Python 3.12 on an accept finishing
+            # after the close fails, and leaves its transport to the collector).
+            await asyncio.sleep(0)
         for server in getattr(self, "servers", ()):
             server.close()
         for sock in sockets or []:
             sock.close()
         state = self.server_state
-        for connection in list(state.connections):
-            connection.shutdown()  # idle ones close now, busy ones after their answer
         bound = self.config.timeout_graceful_shutdown
         loop = asyncio.get_running_loop()
         deadline = None if bound is None else loop.time() + bound
-        await asyncio.sleep(0)  # closed connections say so on the next pass of the loop
+        asked: set[object] = set()
+
+        def ask_to_close() -> None:
+            # Idle connections close now, busy ones after their answer; one whose protocol
+            # came a pass after the listener closed is asked too, or it would outlive the stop.
+            for connection in state.connections - asked:
+                connection.shutdown()
+                asked.add(connection)
+
+        for _ in range(_SETTLE):  # a closed connection leaves `connections` a pass later
+            ask_to_close()
+            await asyncio.sleep(0)
         while (state.connections or state.tasks) and not self.force_exit:
+            ask_to_close()
             if deadline is not None and loop.time() >= deadline:
                 _log.error(
                     "Cancel %s running task(s), timeout graceful shutdown exceeded",
