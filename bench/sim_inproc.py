@@ -62,8 +62,15 @@ at 60 pairs: read one comparison to about 0.07. For the part of the cost that is
 instructions, count them instead: callgrind over a reduced run is deterministic
 (docs/benchmarks.md, "Round seven" and "Round eight").
 
+``--processes K`` builds each configuration K times, each a worker process of its own
+(its own heap layout, hash seed and addresses), and pairs the i-th 10-peer worker with
+the i-th N-peer worker: each comparison is then read K times, and the mean of the K
+medians (with the spread between them) is what one run says. Pairing within one process
+cannot remove what differs between two fresh builds of the same fleet; averaging over
+several can ("Round nine").
+
     python bench/sim_inproc.py [--baseline /tmp/sim-46adac7] [--pairs 100] \\
-        [--seconds 0.15] [--sizes 10 10000 100000] [--aged-sizes 10 10000]
+        [--seconds 0.15] [--sizes 10 10000 100000] [--aged-sizes 10 10000] [--processes 1]
 
 Every loop is bounded by a count and a time; nothing leaves the process (the
 fleet's in-process transport).
@@ -324,9 +331,10 @@ def alternate(
     return got
 
 
-def _label(key: tuple[str, str, int]) -> str:
-    name, kind, size = key
-    return f"{name}, {'max_age=1' if kind == 'aged' else kind} {size:,}"
+def _label(key: tuple[Any, ...]) -> str:
+    name, kind, size = key[:3]
+    replica = f" #{key[3] + 1}" if len(key) > 3 and key[3] is not None else ""
+    return f"{name}, {'max_age=1' if kind == 'aged' else kind} {size:,}{replica}"
 
 
 def _median_ci(values: list[float]) -> tuple[float, float, float]:
@@ -386,20 +394,27 @@ def compare(args: argparse.Namespace) -> None:
         base = Path(args.baseline).resolve()
         checkouts.insert(0, ("baseline", base, _python_of(base)))
     plan = [("fleet", size) for size in args.sizes] + [("aged", size) for size in args.aged_sizes]
+    replicas = range(args.processes)
     comparisons: list[tuple[Any, Any]] = []
-    for name, _, _ in checkouts:
-        for kind, sizes in (("fleet", args.sizes), ("aged", args.aged_sizes)):
-            comparisons += [((name, kind, sizes[0]), (name, kind, large)) for large in sizes[1:]]
-    if args.baseline:
-        comparisons += [(("baseline", kind, size), ("today", kind, size)) for kind, size in plan]
+    for r in replicas:
+        for name, _, _ in checkouts:
+            for kind, sizes in (("fleet", args.sizes), ("aged", args.aged_sizes)):
+                comparisons += [
+                    ((name, kind, sizes[0], r), (name, kind, large, r)) for large in sizes[1:]
+                ]
+        if args.baseline:
+            comparisons += [
+                (("baseline", kind, size, r), ("today", kind, size, r)) for kind, size in plan
+            ]
     print(f"load average before: {_load()}", flush=True)
     started = time.perf_counter()
     workers: dict[Any, Worker] = {}
     try:
-        for name, code, python in checkouts:
-            for kind, size in plan:
-                workers[name, kind, size] = Worker(code, python, size, kind)
-                workers[name, kind, size].ready()  # one build at a time
+        for r in replicas:
+            for name, code, python in checkouts:
+                for kind, size in plan:
+                    workers[name, kind, size, r] = Worker(code, python, size, kind)
+                    workers[name, kind, size, r].ready()  # one build at a time
         print(f"built in {time.perf_counter() - started:.0f} s (load {_load()})", flush=True)
         got = alternate(workers, comparisons, args.pairs, args.seconds)
     finally:
@@ -429,6 +444,7 @@ def compare(args: argparse.Namespace) -> None:
             f"{statistics.median(w['gc_ms'] for w in ws):>13.3f} {r:>18.2f}"
         )
     print()
+    across: dict[tuple[Any, Any], list[dict[str, float]]] = {}
     for (small, large), pairs in got.items():
         r = ratios(pairs)
         against = f"{small[2]:,} peers" if small[0] == large[0] else "baseline"
@@ -438,6 +454,19 @@ def compare(args: argparse.Namespace) -> None:
             f"{r['cpu_high']:.3f}), paired rate {r['rate']:.3f}; pooled rate "
             f"{r['pooled_rate']:.3f}, CPU {r['pooled_cpu']:.3f} ({r['n']:.0f} pairs)"
         )
+        across.setdefault((small[:3], large[:3]), []).append(r)
+    if args.processes > 1:
+        print(f"\nacross {args.processes} processes per configuration (each read as above):")
+        for (small, large), rs in across.items():
+            against = f"{small[2]:,} peers" if small[0] == large[0] else "baseline"
+            name = _label(large) if small[0] == large[0] else f"today / baseline, {large[1]}"
+            cpu = [r["cpu"] for r in rs]
+            rate = [r["rate"] for r in rs]
+            print(
+                f"{name} / {against}: mean paired CPU {statistics.fmean(cpu):.3f} "
+                f"(the processes' {min(cpu):.3f} to {max(cpu):.3f}), "
+                f"mean paired rate {statistics.fmean(rate):.3f}"
+            )
 
 
 def main() -> None:
@@ -452,6 +481,12 @@ def main() -> None:
         nargs="*",
         default=[10, 10_000],
         help="sizes measured through HubDirectory(max_age=1) too (none: --aged-sizes)",
+    )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="worker processes per configuration, each read on its own, then averaged",
     )
     parser.add_argument("--serve", nargs=2, metavar=("SIZE", "KIND"), help="run as a worker")
     args = parser.parse_args()
