@@ -462,10 +462,12 @@ def compare(args: argparse.Namespace) -> None:
             name = _label(large) if small[0] == large[0] else f"today / baseline, {large[1]}"
             cpu = [r["cpu"] for r in rs]
             rate = [r["rate"] for r in rs]
+            pooled = [r["pooled_rate"] for r in rs]
             print(
                 f"{name} / {against}: mean paired CPU {statistics.fmean(cpu):.3f} "
                 f"(the processes' {min(cpu):.3f} to {max(cpu):.3f}), "
-                f"mean paired rate {statistics.fmean(rate):.3f}"
+                f"mean paired rate {statistics.fmean(rate):.3f}, mean pooled rate "
+                f"{statistics.fmean(pooled):.3f} ({min(pooled):.3f} to {max(pooled):.3f})"
             )
 
 
