@@ -67,7 +67,7 @@ instructions, count them instead: callgrind over a reduced run is deterministic
 the i-th N-peer worker: each comparison is then read K times, and the mean of the K
 medians (with the spread between them) is what one run says. Pairing within one process
 cannot remove what differs between two fresh builds of the same fleet; averaging over
-several can ("Round nine").
+several can (docs/benchmarks.md, "Round nine").
 
     python bench/sim_inproc.py [--baseline /tmp/sim-46adac7] [--pairs 100] \\
         [--seconds 0.15] [--sizes 10 10000 100000] [--aged-sizes 10 10000] [--processes 1]
