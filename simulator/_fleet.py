@@ -36,6 +36,7 @@ from coreagent_sdk.host import (
     Agent,
     Identity,
     PeerRegistry,
+    PromptServer,
     SessionRateLimit,
     SharedStore,
     checked_base_url,
@@ -705,20 +706,6 @@ def _cancel(daemon: Daemon) -> None:
             task.cancel()
 
 
-def _server_class() -> Any:
-    try:
-        import uvicorn
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError(
-            "simulator: serving on sockets needs uvicorn: pip install 'coreagent-sdk[simulator]'"
-        ) from exc
-    from coreagent_sdk.host import PromptServer
-
-    # The host's server: it starts and stops when told, not at uvicorn's next 0.1 s tick, and
-    # leaves signals to the fleet (several servers share one process).
-    return uvicorn, PromptServer
-
-
 class _ServedTransport(httpx.AsyncBaseTransport):
     """The network (one pool per loop), refusing at once what the serving loop must answer.
 
@@ -819,7 +806,8 @@ class ServedFleet:
             raise ValueError(
                 f"simulator: serve() binds loopback only, got host {host!r}; use '127.0.0.1'"
             )
-        uvicorn, made = _server_class()
+        import uvicorn  # (coreagent_sdk.host, imported above, needs it already)
+
         self._loop = self._network._loop = asyncio.get_running_loop()
         try:
             # Every server starts at once and one loop waits for them all: started one
@@ -864,7 +852,9 @@ class ServedFleet:
                     # access_log=False emptied the user's uvicorn.access logger).
                     **uvicorn_options(quiet=True),
                 )
-                server = made(config)
+                # The host's server: started and stopped when told (not at uvicorn's next
+                # 0.1 s tick), signals left to the fleet (several servers, one process).
+                server = PromptServer(config)
                 task = asyncio.get_running_loop().create_task(self._serve(server, sock))
                 self._servers[name] = (server, task)
                 starting.append((name, app, server, sock))

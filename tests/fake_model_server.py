@@ -36,13 +36,6 @@ def _peer_of(prompt: str) -> str:
     return words[words.index("ask") + 1].strip("?.,!") if "ask" in words[:-1] else "nobody"
 
 
-# The SDK's own server class: it leaves the process's signals alone (uvicorn's own would swap
-# SIGINT's handler while pytest-asyncio's runner has its own in place, and put the runner's
-# back after the runner is gone: a handler left behind for every later test), and it starts
-# and stops when told rather than at uvicorn's next 0.1 s tick.
-_Server = PromptServer
-
-
 class LoopbackModelServer:
     """A model server's ASGI `app` on 127.0.0.1, served only inside `async with`."""
 
@@ -182,7 +175,11 @@ async def serve_on_loopback(app: Any) -> tuple[uvicorn.Server, asyncio.Task[None
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(app, lifespan="off", log_level="warning", interface="asgi3")
-    server = _Server(config)
+    # The SDK's own server: it leaves the process's signals alone (uvicorn's own would swap
+    # SIGINT's handler while pytest-asyncio's runner has its own in place, and put the
+    # runner's back after the runner is gone: a handler left behind for every later test),
+    # and it starts and stops when told rather than at uvicorn's next 0.1 s tick.
+    server = PromptServer(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     assert await server.started_within(task, 10), "the model server on 127.0.0.1 did not start"
     return server, task, port
