@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,15 +21,27 @@ from coreagent_sdk.host import ModelAgent
 from coreagent_sdk.mcp import HttpServer
 from coreagent_sdk.models import ScriptedModel, Skill, when
 
-from .mcp_servers.hostile_http import hostile
+from .mcp_servers.hostile_http import CHUNK, SEND_BUFFER, SIZE, hostile
 from .test_mcp_tools import Recording, ask, tool_results
 
 pytest.importorskip("mcp")
 
 TOKEN = "hostile-secret-9d1c7e5b22"
 FRAME = 1 << 20  # the stdio bound for max_result_bytes=1000: max(1 MiB, 8 x 1000)
-# Socket buffers and one read ahead on both sides of loopback, past the bound.
-SLACK = 8 << 20
+
+
+def _in_flight() -> int:
+    """What loopback can hold between the server's writes and the client's reads, unread.
+
+    The client's receive buffer grows by itself up to the kernel's limit (tcp_rmem's third
+    field: 32 MiB on CI's machines, where 10 MiB was once seen in flight), the server's
+    send buffer is fixed, and one chunk may sit in the server's transport, written but
+    counted as sent."""
+    try:
+        receive = int(Path("/proc/sys/net/ipv4/tcp_rmem").read_text().split()[2])
+    except (OSError, IndexError, ValueError):
+        receive = 6 << 20  # Linux's default limit
+    return receive + 2 * SEND_BUFFER + CHUNK
 
 
 async def _call(
@@ -105,10 +118,13 @@ async def test_a_body_that_never_ends_is_read_no_further_than_the_frame_bound(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The client read 48 MiB (the server's own cap) before call_timeout stopped it."""
+    slack = _in_flight()
+    # Otherwise reading all the server sends could pass for stopping at the bound.
+    assert FRAME + slack < SIZE, f"this machine lets {slack} bytes sit in flight: raise SIZE"
     result, stats, _ = await _call("endless", caplog)
     assert set(result) == {"error"}
     # The bound stopped the read, not call_timeout (which had let the server's whole 48 MiB in).
-    assert stats.sent <= FRAME + SLACK, f"read {stats.sent} bytes for a {FRAME}-byte frame"
+    assert stats.sent <= FRAME + slack, f"read {stats.sent} bytes for a {FRAME}-byte frame"
     assert "over 1048576 bytes" in result["error"], result["error"]
 
 

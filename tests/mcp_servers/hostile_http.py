@@ -21,13 +21,17 @@ import asyncio
 import contextlib
 import gzip
 import json
+import socket
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 SIZE = 48 << 20  # what the big answers hold: 48 MiB against a 1 MiB frame bound
 SECONDS = 10.0
-_CHUNK = 1 << 20
+CHUNK = 1 << 20
+# The endless answer's socket send buffer: small and fixed, so what sits on the server's
+# side of loopback is known (Linux doubles it for bookkeeping).
+SEND_BUFFER = 64 << 10
 
 
 class Stats:
@@ -82,10 +86,12 @@ async def _answer_call(
         await asyncio.sleep(SECONDS)
         return
     assert mode == "endless"
+    sock = writer.get_extra_info("socket")
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
     writer.write(
         b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
     )
-    chunk = b"x" * _CHUNK
+    chunk = b"x" * CHUNK
     started = time.monotonic()
     writer.write(b"%x\r\n%s\r\n" % (len(head), head))
     while stats.sent < SIZE and time.monotonic() - started < SECONDS:
