@@ -228,3 +228,74 @@ async def test_a_connection_made_as_a_server_stops_is_closed_with_it_not_left_be
     assert left == set()
     assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+def agent_host(store: Any) -> AgentHost:
+    return AgentHost("alpha", behavior=echo, store=store)
+
+
+def multi_agent_host(store: Any) -> MultiAgentHost:
+    host = MultiAgentHost(store=store)
+    host.add("alpha", behavior=echo)
+    return host
+
+
+HOSTS = pytest.mark.parametrize("make", [agent_host, multi_agent_host], ids=["agent", "multi"])
+
+
+@HOSTS
+async def test_a_host_told_to_stop_before_its_serve_ran_stops_once_it_has_started(
+    make: Any,
+) -> None:
+    # `task = create_task(host.serve()); host.stop()`: the stop came before serve() ran a line.
+    host = make(None)
+    task, ready = in_background(host)
+    host.stop()
+    await without_timers(task)
+    assert ready.done()  # it did start: the stop was not an error
+    assert ready.exception() is None
+
+
+@HOSTS
+async def test_a_host_told_to_stop_while_its_store_opens_stops_once_it_has_started(
+    make: Any, tmp_path: Any
+) -> None:
+    host = make(tmp_path / "sessions.sqlite3")
+    task, ready = in_background(host)
+    await asyncio.sleep(0)  # serve() runs up to its first wait: the store opening
+    assert not ready.done()
+    host.stop()
+    await without_timers(task)
+    assert ready.done() and ready.exception() is None
+
+
+@HOSTS
+async def test_a_host_stopped_from_another_thread_stops_at_once(make: Any) -> None:
+    # asyncio's debug mode refuses a loop's call made from another thread (a stop that only
+    # set an asyncio.Event from there raised, and the host served on); off it, such a call
+    # waited for the loop's next timer to wake it, up to the server's 1 s tick.
+    loop = asyncio.get_running_loop()
+    debug = loop.get_debug()
+    loop.set_debug(True)
+    host = make(None)
+    task, ready = in_background(host)
+    try:
+        await asyncio.wait_for(ready, 10)
+        raised: list[BaseException] = []
+
+        def stop() -> None:
+            try:
+                host.stop()
+            except BaseException as exc:  # reported below, not lost in the thread
+                raised.append(exc)
+
+        stopper = threading.Thread(target=stop)
+        stopper.start()
+        stopper.join(10)
+        assert raised == []
+        await without_timers(task)
+    finally:
+        loop.set_debug(debug)
+        if not task.done():  # the stop was lost: nothing is left serving after the test
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)

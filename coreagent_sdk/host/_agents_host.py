@@ -62,6 +62,7 @@ from ._serve import (
     _signals,
 )
 from ._session import REPLAY_WINDOW
+from ._stop_request import StopRequest
 from ._store import SessionStore, StoreFile
 
 __all__ = ["MultiAgentHost"]
@@ -179,7 +180,7 @@ class MultiAgentHost:
         self._by_port: dict[int, _Agent] = {}
         self.urls: dict[str, str] = {}
         self.draining = False
-        self._stop: asyncio.Event | None = None
+        self._stop = StopRequest()  # what stop() asks of serve()
         for name, agent in (agents or {}).items():
             self.add(name, agent)
 
@@ -392,6 +393,7 @@ class MultiAgentHost:
             raise RuntimeError("MultiAgentHost.serve: already serving")
         self._serving = True
         sockets = []
+        stop = self._stop.begin()  # before the first wait: a stop from now on is this serve's
         try:
             await self.store.check()  # a store that cannot be read fails here, before listening
             shown = f"[{host}]" if ":" in host else host
@@ -411,32 +413,31 @@ class MultiAgentHost:
                 **quiet_server_options(uvicorn_options()),
             )
             server = PromptServer(config)
-            self._stop = asyncio.Event()
             serving = asyncio.get_running_loop().create_task(server.serve(sockets=sockets))
             with serving_collector(tune_gc, _in_kernel()):
-                await self._run(server, serving, host, grace, on_ready, handle_signals)
+                await self._run(server, serving, stop, host, grace, on_ready, handle_signals)
         finally:
             for sock in sockets:
                 sock.close()
             self._by_port.clear()
             self.urls.clear()
             self._serving = False
-            self._stop = None
+            self._stop.end()
             self._set_draining(False)
 
     async def _run(
         self,
         server: PromptServer,
         serving: asyncio.Task[None],
+        stop: asyncio.Event,
         host: str,
         grace: float,
         on_ready: Callable[[dict[str, str]], None] | None,
         handle_signals: bool,
     ) -> None:
-        assert self._stop is not None
         registrations: HostRegistrations | None = None
         try:
-            with _signals(self._stop, handle_signals):
+            with _signals(stop, handle_signals):
                 if not await server.started_within(serving, _STARTUP_TIMEOUT):
                     raise RuntimeError(f"MultiAgentHost.serve: {host} did not start listening")
                 if self.register_to is not None:
@@ -454,7 +455,7 @@ class MultiAgentHost:
                     await registrations.start()
                 if on_ready is not None:
                     on_ready(dict(self.urls))
-                waiter = asyncio.get_running_loop().create_task(self._stop.wait())
+                waiter = asyncio.get_running_loop().create_task(stop.wait())
                 await asyncio.wait({waiter, serving}, return_when=asyncio.FIRST_COMPLETED)
                 waiter.cancel()
                 await self._drain(grace)
@@ -485,9 +486,12 @@ class MultiAgentHost:
             await asyncio.sleep(_POLL)
 
     def stop(self) -> None:
-        """Ask a running `serve()` to drain and return (as SIGTERM does)."""
-        if self._stop is not None:
-            self._stop.set()
+        """Ask `serve()` to drain and return (as SIGTERM does), from any thread.
+
+        A stop asked before `serve()` listens is kept: it returns as soon as it has started.
+        So is one asked while none serves.
+        """
+        self._stop.ask()
 
     async def aclose(self) -> None:
         """Stop every agent's turns and streams, close the store, the runtimes, the directory."""

@@ -59,6 +59,7 @@ from ._session import STARTUP_SESSION, _Session
 from ._shared_store import SharedStore
 from ._shared_store import session_store as _session_store
 from ._spans import ServerSpans
+from ._stop_request import StopRequest
 from ._store import StoredSession
 from ._store_errors import STORE_ERRORS, _unreadable
 from ._sweeps import Sweeps, sweeps_of
@@ -370,7 +371,7 @@ class AgentHost:
         self.directory = directory
         self._peer_tool: CallPeer | None = None
         self.draining = False  # set while the host shuts down: writes answer 503
-        self._stop: asyncio.Event | None = None  # set by serve() while it runs
+        self._stop = StopRequest()  # what stop() asks of serve()
         self.rate_limiter = (
             SessionRateLimiter(session_rate_limit, self.clock)
             if session_rate_limit is not None
@@ -804,9 +805,12 @@ class AgentHost:
         )
 
     def stop(self) -> None:
-        """Ask a running `serve()` to drain and return (as SIGTERM does)."""
-        if self._stop is not None:
-            self._stop.set()
+        """Ask `serve()` to drain and return (as SIGTERM does), from any thread.
+
+        A stop asked before `serve()` listens (its task not run yet, its store opening) is
+        kept: it returns as soon as it has started. So is one asked while none serves.
+        """
+        self._stop.ask()
 
     async def aclose(self) -> None:
         """Stop running turns, end every stream (sessions stay listed), stop its agent's MCP

@@ -115,8 +115,13 @@ async def serve(
             f"AgentHost.serve: grace must be between 0 and {_MAX_GRACE:g} seconds (the stop "
             f"takes at most {STOP_BUDGET:g} s in all), got {grace!r}"
         )
-    await host_app.open()  # a store that cannot be read fails here, before listening
-    sock = _listen(host, port)
+    stop = host_app._stop.begin()  # before the first wait: a stop from now on is this serve's
+    try:
+        await host_app.open()  # a store that cannot be read fails here, before listening
+        sock = _listen(host, port)
+    except BaseException:
+        host_app._stop.end()
+        raise
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{bound}"
@@ -129,7 +134,6 @@ async def serve(
         **quiet_server_options(uvicorn_options()),
     )
     server = PromptServer(config)
-    stop = host_app._stop = asyncio.Event()
     serving = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
     registration: PeerRegistration | None = None
     try:
@@ -156,7 +160,7 @@ async def serve(
             waiter.cancel()
             await _drain(host_app, grace)
     finally:
-        host_app._stop = None
+        host_app._stop.end()
         if registration is not None:
             await registration.__aexit__(None, None, None)  # bounded by HUB_TIMEOUT
         host_app.close_streams()
