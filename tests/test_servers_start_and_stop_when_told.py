@@ -299,3 +299,29 @@ async def test_a_host_stopped_from_another_thread_stops_at_once(make: Any) -> No
         if not task.done():  # the stop was lost: nothing is left serving after the test
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_an_mcp_server_over_http_stops_in_its_bound_while_a_caller_still_sends_its_body() -> (
+    None
+):
+    # The bridge's server had no graceful bound (uvicorn's default: none), so a caller that
+    # never finished its body held the stop for ever.
+    pytest.importorskip("mcp")
+    from coreagent_sdk.mcp import AgentMCPServer
+
+    serving = AgentMCPServer(behaviors.echo(), name="echo").serve_http(port=0)
+    url = await asyncio.wait_for(serving.__aenter__(), 10)
+    try:
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+            "Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{".encode()
+        )
+        await writer.drain()
+        await asyncio.sleep(0.05)  # the request has reached the server and waits for its body
+    finally:
+        await asyncio.wait_for(serving.__aexit__(None, None, None), 10)
+    rest = await asyncio.wait_for(reader.read(), 10)  # cut: end of stream
+    writer.close()
+    assert b"HTTP/1.1 2" not in rest

@@ -30,6 +30,9 @@ from ..host._attach_auth import presented_token, token_matches
 from ..host._prompt_server import PromptServer
 
 _STARTUP_TIMEOUT = 10.0  # from the socket bound to it listening, at most
+# How long a stop waits for requests still running before cancelling them. uvicorn's default
+# is no bound: a caller that never finished its body held the stop for ever.
+_CLOSE_TIMEOUT = 1  # as a host's server (host/_serve.py)
 
 if TYPE_CHECKING:
     from ._serve_server import ServedTools
@@ -133,7 +136,13 @@ async def serving_http(
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="on",
+        access_log=False,
+        timeout_graceful_shutdown=_CLOSE_TIMEOUT,
+    )
     server = PromptServer(config)  # starts and stops when told; signals are its owner's
     task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
     try:
