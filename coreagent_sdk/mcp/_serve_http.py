@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._attach._token import checked_token, credential_variable, variable_unset, variable_where
 from ..host._attach_auth import presented_token, token_matches
+from ..host._limits import uvicorn_options
 from ..host._prompt_server import PromptServer
 
 _STARTUP_TIMEOUT = 10.0  # from the socket bound to it listening, at most
@@ -136,12 +137,15 @@ async def serving_http(
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    # The host's limits on what a caller sends before its request is answered (headers of at
+    # most MAX_HEADER_BYTES, in within READ_HEADER_TIMEOUT), since the token is checked only
+    # once the headers are in: with uvicorn's defaults one caller could send 16 MiB of them,
+    # or hold a connection with headers that never end. Quiet: serving configures no logger.
     config = uvicorn.Config(
         app,
-        log_level="warning",
         lifespan="on",
-        access_log=False,
         timeout_graceful_shutdown=_CLOSE_TIMEOUT,
+        **uvicorn_options(quiet=True),
     )
     server = PromptServer(config)  # starts and stops when told; signals are its owner's
     task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
