@@ -29,6 +29,8 @@ from collections.abc import Iterator
 
 import uvicorn
 
+from ._stop_request import StopRequest
+
 __all__ = ["PromptServer"]
 
 _TICK = 1.0  # uvicorn refreshes its Date header once a second; so does this main loop
@@ -64,36 +66,32 @@ class PromptServer(uvicorn.Server):
 
     def __init__(self, config: uvicorn.Config) -> None:
         # Made before uvicorn's __init__, which sets should_exit through the setter.
-        self._exit = asyncio.Event()
+        self._stop = StopRequest()
+        self._exit = asyncio.Event()  # the serve's own, from startup on
         self._listening = asyncio.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._exiting = False
         super().__init__(config)
         _log.addFilter(_CUT_AT_SHUTDOWN)  # once: a logger's filters are a set
 
     @property
     def should_exit(self) -> bool:
-        return self._exiting
+        return self._stop.asked
 
     @should_exit.setter
     def should_exit(self, value: bool) -> None:
-        self._exiting = value
-        loop = self._loop
-        if value and loop is not None:
-            # Thread-safe: a fleet's sync close may set it from another thread.
-            with contextlib.suppress(RuntimeError):  # that loop is closed: nothing waits
-                loop.call_soon_threadsafe(self._exit.set)
+        # From any thread (a fleet's sync close sets it from another one), at any moment.
+        if value:
+            self._stop.ask()
+        else:
+            self._stop.withdraw()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        self._loop = asyncio.get_running_loop()
-        if self._exiting:  # told to stop before its loop was known
-            self._exit.set()
-        else:  # served again after a stop: a set event would make the main loop spin
-            self._exit.clear()
+        # Set already if told to stop before its loop was known; a fresh one when served
+        # again after a stop and should_exit = False (a set event would make main_loop spin).
+        self._exit = self._stop.begin()
         await super().startup(sockets=sockets)
         self._listening.set()
 

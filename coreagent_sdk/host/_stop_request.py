@@ -1,6 +1,7 @@
-"""A host's stop: asked from any thread at any moment, and kept until the serve() it stops ends.
+"""A stop asked from any thread at any moment, and kept until what it stops begins.
 
-Two ways a stop was lost, and how each holds now:
+A host's `stop()` and a `PromptServer`'s `should_exit` are each one. Two ways a host's stop
+was lost, and how each holds now:
 
 - asked from another thread: an asyncio.Event set from there raised in asyncio's debug mode
   (and the host served on), and otherwise waited for the loop's next timer, up to the
@@ -20,7 +21,7 @@ __all__ = ["StopRequest"]
 
 
 class StopRequest:
-    """What `stop()` asks of a host's serve(); see the module docstring."""
+    """What `stop()` asks of a host's serve() (or `should_exit` of a server); see the module."""
 
     def __init__(self) -> None:
         self._asked = False
@@ -33,6 +34,14 @@ class StopRequest:
         if event is not None and loop is not None:
             with contextlib.suppress(RuntimeError):  # that loop is closed: nothing waits
                 loop.call_soon_threadsafe(event.set)
+
+    @property
+    def asked(self) -> bool:
+        return self._asked
+
+    def withdraw(self) -> None:
+        """Take the ask back (``should_exit = False``): a serve() that begins after runs."""
+        self._asked = False
 
     def begin(self) -> asyncio.Event:
         """The event a serve() waits on; already set if a stop was asked before it began."""
