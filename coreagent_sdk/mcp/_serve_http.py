@@ -29,11 +29,9 @@ from .._attach._token import checked_token, credential_variable, variable_unset,
 from ..host._attach_auth import presented_token, token_matches
 from ..host._limits import uvicorn_options
 from ..host._prompt_server import PromptServer
+from ..host._serve import _CLOSE_TIMEOUT
 
 _STARTUP_TIMEOUT = 10.0  # from the socket bound to it listening, at most
-# How long a stop waits for requests still running before cancelling them. uvicorn's default
-# is no bound: a caller that never finished its body held the stop for ever.
-_CLOSE_TIMEOUT = 1  # as a host's server (host/_serve.py)
 
 if TYPE_CHECKING:
     from ._serve_server import ServedTools
@@ -144,7 +142,9 @@ async def serving_http(
     config = uvicorn.Config(
         app,
         lifespan="on",
-        timeout_graceful_shutdown=_CLOSE_TIMEOUT,
+        # A host's bound on the requests still running at a stop. uvicorn's default is none:
+        # a caller that never finished its body held the stop for ever.
+        timeout_graceful_shutdown=int(_CLOSE_TIMEOUT) or 1,
         **uvicorn_options(quiet=True),
     )
     server = PromptServer(config)  # starts and stops when told; signals are its owner's
